@@ -1,0 +1,261 @@
+//! `anarchon._core`: the Python face of the slot engine. Thin wrappers only;
+//! the logic lives in the `anarchon-core` crate.
+
+use anarchon_core::history::{self, Claim, RunResult};
+use anarchon_core::{
+    CronSchedule, Every, Schedule as CoreSchedule, ScheduleError, Timetable as CoreTimetable,
+};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// Raise `anarchon.errors.InvalidJobError` with the field and position.
+fn invalid_job(py: Python<'_>, error: &ScheduleError) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let class = py.import("anarchon.errors")?.getattr("InvalidJobError")?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("field", error.field.as_deref())?;
+        kwargs.set_item("position", error.position)?;
+        let instance = class.call((error.to_string(),), Some(&kwargs))?;
+        Ok(PyErr::from_value(instance))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// A compiled schedule: an epoch-aligned interval or a cron expression in a zone.
+#[pyclass(module = "anarchon._core", name = "Schedule", frozen)]
+struct Schedule {
+    inner: CoreSchedule,
+}
+
+#[pymethods]
+impl Schedule {
+    /// Parse a cron expression (5 fields, 6 with seconds first, or a macro) in an IANA zone.
+    #[staticmethod]
+    #[pyo3(signature = (expression, tz = "UTC"))]
+    fn cron(py: Python<'_>, expression: &str, tz: &str) -> PyResult<Self> {
+        CronSchedule::parse(expression, tz)
+            .map(|c| Self {
+                inner: CoreSchedule::Cron(Box::new(c)),
+            })
+            .map_err(|e| invalid_job(py, &e))
+    }
+
+    /// An interval of `period_ms` aligned to the epoch, shifted by `offset_ms`.
+    #[staticmethod]
+    #[pyo3(signature = (period_ms, offset_ms = 0))]
+    fn every(py: Python<'_>, period_ms: i64, offset_ms: i64) -> PyResult<Self> {
+        Every::new(period_ms, offset_ms)
+            .map(|e| Self {
+                inner: CoreSchedule::Every(e),
+            })
+            .map_err(|e| invalid_job(py, &e))
+    }
+
+    /// The first slot strictly after `ms`, or None.
+    fn next_after(&self, ms: i64) -> Option<i64> {
+        self.inner.next_after(ms)
+    }
+
+    /// Slots `s` with `start_ms <= s < end_ms`, at most `limit`.
+    #[pyo3(signature = (start_ms, end_ms, limit = 100_000))]
+    fn slots(&self, start_ms: i64, end_ms: i64, limit: usize) -> Vec<i64> {
+        self.inner.slots(start_ms, end_ms, limit)
+    }
+
+    /// The latest slot in `[from_ms, to_ms]`, or None.
+    fn latest_between(&self, from_ms: i64, to_ms: i64) -> Option<i64> {
+        self.inner.latest_between(from_ms, to_ms)
+    }
+
+    /// The smallest gap between two consecutive slots, in ms.
+    #[getter]
+    fn period_ms(&self) -> i64 {
+        self.inner.min_gap_ms()
+    }
+}
+
+/// The next slot after `after_ms` of each schedule, in one call.
+#[pyfunction]
+fn next_after_many(schedules: Vec<Bound<'_, Schedule>>, after_ms: i64) -> Vec<Option<i64>> {
+    schedules
+        .iter()
+        .map(|s| s.get().inner.next_after(after_ms))
+        .collect()
+}
+
+/// Deterministic jitter for `(instance_id, job, slot)`, uniform in `[0, min(jitter_ms, gap_ms / 2))`.
+#[pyfunction]
+fn jitter_ms(instance_id: &str, job: &str, slot: i64, jitter_ms: i64, gap_ms: i64) -> i64 {
+    anarchon_core::jitter::jitter_ms(instance_id, job, slot, jitter_ms, gap_ms)
+}
+
+/// Every job's next slot, ordered by fire time (slot + jitter).
+#[pyclass(module = "anarchon._core", name = "Timetable")]
+struct Timetable {
+    inner: CoreTimetable,
+}
+
+#[pymethods]
+impl Timetable {
+    #[new]
+    fn new(instance_id: &str) -> Self {
+        Self {
+            inner: CoreTimetable::new(instance_id),
+        }
+    }
+
+    /// Add or replace a job; its first slot is the latest one in
+    /// `[now_ms - lookback_ms, now_ms]`, else the first after `now_ms`.
+    #[pyo3(signature = (job, schedule, jitter_ms, now_ms, lookback_ms = 0))]
+    fn add(
+        &mut self,
+        job: &str,
+        schedule: &Bound<'_, Schedule>,
+        jitter_ms: i64,
+        now_ms: i64,
+        lookback_ms: i64,
+    ) {
+        self.inner.add(
+            job,
+            schedule.get().inner.clone(),
+            jitter_ms,
+            now_ms,
+            lookback_ms,
+        );
+    }
+
+    /// Remove a job; True if it was there.
+    fn remove(&mut self, job: &str) -> bool {
+        self.inner.remove(job)
+    }
+
+    /// `(job, slot, fire_at)` of every job whose fire time is at or before
+    /// `now_ms`, in fire order; each moves on to its next slot.
+    #[pyo3(signature = (now_ms, limit = usize::MAX))]
+    fn due(&mut self, now_ms: i64, limit: usize) -> Vec<(String, i64, i64)> {
+        self.inner
+            .due(now_ms, limit)
+            .into_iter()
+            .map(|d| (d.job, d.slot, d.fire_at))
+            .collect()
+    }
+
+    /// The earliest fire time of any job, or None when there are no slots left.
+    fn next_wakeup(&mut self) -> Option<i64> {
+        self.inner.next_wakeup()
+    }
+
+    /// The next `(slot, fire_at)` of one job.
+    fn next_of(&self, job: &str) -> Option<(i64, i64)> {
+        self.inner.next_of(job)
+    }
+
+    /// How many jobs are due by `now_ms`, counted by visiting every job (benchmarks).
+    fn scan_due_count(&self, now_ms: i64) -> usize {
+        self.inner.scan_due_count(now_ms)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __contains__(&self, job: &str) -> bool {
+        self.inner.contains(job)
+    }
+}
+
+fn opt_attr<'py, T: FromPyObjectOwned<'py>>(
+    obj: &Bound<'py, PyAny>,
+    name: &str,
+) -> PyResult<Option<T>> {
+    match obj.getattr(name) {
+        Ok(value) if value.is_none() => Ok(None),
+        Ok(value) => value.extract().map(Some).map_err(Into::into),
+        Err(_) => Ok(None),
+    }
+}
+
+fn claim_from(obj: &Bound<'_, PyAny>) -> PyResult<Claim> {
+    Ok(Claim {
+        slot: obj.getattr("slot")?.extract()?,
+        token: obj.getattr("token")?.extract()?,
+        instance_id: obj.getattr("instance_id")?.extract()?,
+        at: obj.getattr("at")?.extract()?,
+        manual: opt_attr(obj, "manual")?.unwrap_or(false),
+        attempt: opt_attr(obj, "attempt")?.unwrap_or(1),
+    })
+}
+
+fn result_from(obj: &Bound<'_, PyAny>) -> PyResult<RunResult> {
+    Ok(RunResult {
+        slot: obj.getattr("slot")?.extract()?,
+        token: obj.getattr("token")?.extract()?,
+        instance_id: opt_attr(obj, "instance_id")?.unwrap_or_default(),
+        status: obj.getattr("status")?.extract()?,
+        started_at: opt_attr(obj, "started_at")?,
+        finished_at: opt_attr(obj, "finished_at")?,
+        error: opt_attr(obj, "error")?,
+        attempt: opt_attr(obj, "attempt")?.unwrap_or(0),
+        manual: opt_attr(obj, "manual")?.unwrap_or(false),
+        reason: opt_attr(obj, "reason")?,
+    })
+}
+
+type RecordTuple = (
+    i64,
+    String,
+    String,
+    Option<String>,
+    i64,
+    bool,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+);
+
+/// Merge claim records and stored results (any objects with their fields)
+/// into record tuples `(slot, instance_id, status, reason, attempt, manual,
+/// started_at, finished_at, duration_ms, error)`, newest first.
+#[pyfunction]
+fn build_history(
+    claims: Vec<Bound<'_, PyAny>>,
+    results: Vec<Bound<'_, PyAny>>,
+    limit: usize,
+) -> PyResult<Vec<RecordTuple>> {
+    let claims = claims
+        .iter()
+        .map(claim_from)
+        .collect::<PyResult<Vec<_>>>()?;
+    let results = results
+        .iter()
+        .map(result_from)
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(history::build_history(&claims, &results, limit)
+        .into_iter()
+        .map(|r| {
+            (
+                r.slot,
+                r.instance_id,
+                r.status,
+                r.reason,
+                r.attempt,
+                r.manual,
+                r.started_at,
+                r.finished_at,
+                r.duration_ms,
+                r.error,
+            )
+        })
+        .collect())
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Schedule>()?;
+    m.add_class::<Timetable>()?;
+    m.add_function(wrap_pyfunction!(next_after_many, m)?)?;
+    m.add_function(wrap_pyfunction!(jitter_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(build_history, m)?)?;
+    Ok(())
+}
