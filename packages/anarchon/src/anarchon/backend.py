@@ -1,0 +1,129 @@
+"""The store interface: :class:`Backend` for claims and history, :class:`RunStore` for leases.
+
+Compatibility promises (SPEC §4): members added later are optional, with a
+default here and a fallback in the scheduler; a required member only comes
+with a major version. Errors a backend raises reach the user unchanged.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from typing import Any, ClassVar
+
+from anarchon.errors import InvalidConfigError
+from anarchon.types import (
+    ActiveRun,
+    ClaimInput,
+    ClaimOutcome,
+    JobLimits,
+    RunClaim,
+    RunRecord,
+    StoredResult,
+)
+
+__all__ = ["STORE_FORMAT", "Backend", "RunStore"]
+
+STORE_FORMAT = 1
+"""The store format this version writes and reads; a newer one in a store is refused."""
+
+
+class RunStore(abc.ABC):
+    """Leases per ``(job, slot)``, computed with the store's clock (SPEC §5).
+
+    Every method is one atomic step in the store.
+    """
+
+    @abc.abstractmethod
+    async def claim(self, claim: RunClaim) -> ClaimOutcome:
+        """Walk the claim tree of SPEC §5 and return its outcome."""
+
+    @abc.abstractmethod
+    async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
+        """Extend the lease to store time + ``lease_ms`` if ``token`` still owns it."""
+
+    @abc.abstractmethod
+    async def finish(
+        self, job: str, slot: int, token: str, status: str, error: str | None = None
+    ) -> bool:
+        """Mark the run finished with ``status``, only if ``token`` still owns it."""
+
+    @abc.abstractmethod
+    async def release(self, job: str, slot: int, token: str) -> bool:
+        """End a live lease now so a backup takes over; on the last attempt mark it interrupted."""
+
+    @abc.abstractmethod
+    async def now_ms(self) -> int:
+        """The store's clock, in ms since the epoch."""
+
+    @abc.abstractmethod
+    async def active(self, job: str) -> list[ActiveRun]:
+        """Unfinished runs of ``job`` and whether each lease is live."""
+
+
+class Backend(abc.ABC):
+    """A store that decides which instance runs each ``(job, slot)``.
+
+    Subclasses implement the abstract methods; optional members have working
+    defaults so a third-party backend keeps working when members are added.
+    """
+
+    name: ClassVar[str] = "backend"
+    dedupe_window_ms: float = math.inf
+    """How long the store remembers a claimed run (``math.inf``: forever)."""
+
+    runs: RunStore | None = None
+    """The lease store, on lease backends."""
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Backend:
+        """Build the backend from a URL and its query options (entry-point resolution)."""
+        raise InvalidConfigError(f"backend {cls.__name__} cannot be built from a URL")
+
+    @abc.abstractmethod
+    async def init(self) -> None:
+        """Connect and check the server; called by ``start()`` and before reads. Idempotent."""
+
+    @abc.abstractmethod
+    async def prepare_job(self, job: str, history_size: int) -> None:
+        """One-time per-job setup (table, stream, keys)."""
+
+    @abc.abstractmethod
+    async def claim(self, input: ClaimInput) -> bool:
+        """True for exactly one instance per ``(job, slot)``; repeat-safe with the same token."""
+
+    @abc.abstractmethod
+    async def record_manual_run(self, input: ClaimInput) -> int | None:
+        """Record a ``run_now()`` (no de-duplication); return the slot used if the store chose another."""
+
+    @abc.abstractmethod
+    async def save_result(
+        self,
+        job: str,
+        result: StoredResult,
+        history_size: int,
+        history_ttl_ms: int | None = None,
+    ) -> None:
+        """Store how a run ended."""
+
+    @abc.abstractmethod
+    async def history(self, job: str, limit: int) -> list[RunRecord]:
+        """Recent runs of all instances, newest first (use :func:`anarchon.build_history`)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Close only what the backend opened itself."""
+
+    # Optional members -------------------------------------------------
+
+    def check_job(self, limits: JobLimits) -> None:
+        """Raise to refuse a job this backend cannot run safely. Default: accept."""
+        return None
+
+    async def record_claim(self, input: ClaimInput) -> None:
+        """Called after a won claim when ``claim()`` is not itself a history record."""
+        return None
+
+    async def now_ms(self) -> int | None:
+        """The store's clock in ms, or None when the store has none (the local clock is used)."""
+        return None

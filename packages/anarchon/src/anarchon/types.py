@@ -1,0 +1,165 @@
+"""Data types shared by the scheduler and the backends (SPEC §4, §5, §7, §11).
+
+All times are integer milliseconds since the Unix epoch (UTC). New fields may
+be added in minor versions, always with a default, so backends ignore what
+they do not know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Literal
+
+__all__ = [
+    "ActiveRun",
+    "ClaimInput",
+    "ClaimOutcome",
+    "ClaimRecord",
+    "JobLimits",
+    "OutcomeKind",
+    "RunClaim",
+    "RunRecord",
+    "RunStatus",
+    "StoredResult",
+]
+
+RunStatus = Literal["running", "ok", "error", "timeout", "cancelled", "interrupted", "skipped"]
+"""How a run ended (``running`` while it has no result)."""
+
+OutcomeKind = Literal["won", "running", "done", "overlap", "none", "late"]
+"""The kinds of :class:`ClaimOutcome` this version knows; backends may return others (treated as ``done``)."""
+
+
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class ClaimInput:
+    """One claim attempt of ``(job, slot)`` by one instance."""
+
+    job: str
+    slot: int
+    token: str
+    instance_id: str
+    history_size: int = 1000
+    history_ttl_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """A won claim as a backend stored it (history input)."""
+
+    job: str
+    slot: int
+    token: str
+    instance_id: str
+    at: int
+    manual: bool = False
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """How one attempt of a run ended, as stored by ``save_result``."""
+
+    slot: int
+    token: str
+    instance_id: str
+    status: str
+    started_at: int | None = None
+    finished_at: int | None = None
+    error: str | None = None
+    attempt: int = 1
+    manual: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One attempt of one run, as history returns it (newest first)."""
+
+    job: str
+    slot: int
+    instance_id: str
+    status: str
+    reason: str | None = None
+    attempt: int = 1
+    manual: bool = False
+    started_at: int | None = None
+    finished_at: int | None = None
+    duration_ms: int | None = None
+    error: str | None = None
+
+    @property
+    def scheduled_at(self) -> datetime:
+        """The slot as an aware UTC datetime."""
+        return _utc(self.slot)
+
+    @property
+    def run_id(self) -> str:
+        """``"<job>:<slot>"``: the identity of the run."""
+        return f"{self.job}:{self.slot}"
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    """What a backend learns about a job when it is added (``Backend.check_job``).
+
+    The lease options are ``None`` when the user did not pass them.
+    """
+
+    job: str
+    period_ms: int
+    jitter_ms: int
+    max_late_ms: int
+    history_size: int
+    history_ttl_ms: int | None = None
+    overlap: bool | None = None
+    max_attempts: int | None = None
+    catch_up_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class RunClaim:
+    """A lease claim of ``(job, slot)`` (SPEC §5)."""
+
+    job: str
+    slot: int
+    token: str
+    instance_id: str
+    lease_ms: int
+    max_attempts: int = 3
+    overlap: bool = False
+    deadline_ms: int | None = None
+    create: bool = True
+    history_size: int = 1000
+    history_ttl_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ClaimOutcome:
+    """The answer of ``RunStore.claim``. ``kind`` is a plain string; unknown kinds mean ``done``."""
+
+    kind: str
+    attempt: int = 0
+    runner: str | None = None
+    lease_expires_at: int | None = None
+
+    @property
+    def won(self) -> bool:
+        """True when the caller now runs the slot."""
+        return self.kind == "won"
+
+
+@dataclass(frozen=True)
+class ActiveRun:
+    """An unfinished run and whether its lease is live (store clock)."""
+
+    slot: int
+    attempt: int
+    runner: str
+    lease_expires_at: int
+    live: bool
+    token: str | None = field(default=None, compare=False)
