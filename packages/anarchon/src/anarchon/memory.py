@@ -1,0 +1,596 @@
+"""The in-process backend (SPEC §6 "Memory"): claims, history and leases in a dict.
+
+For tests, and for learning the contract. Everything lives in one process:
+schedulers on one event loop, on several loops (``start_in_thread``) or in
+threads share a :class:`MemoryBackend` safely, because every store step runs
+under one :class:`threading.Lock` and never awaits between its read and its
+write.
+
+``memory://name`` gives the same backend for every resolution of that name in
+the process (instances of one program "share a store"); ``memory://`` a fresh
+one.
+
+Retention (SPEC §5): history is trimmed to about ``history_size`` runs per job
+(between N and 2N) and by ``history_ttl`` when given, but the records of a run
+still in progress are never trimmed. Run state (what decides claims) is kept
+forever unless :meth:`MemoryBackend.check_job` told the backend how long late
+and catch-up claims may still ask for a slot; then finished state older than
+that window (plus a minute of margin) is trimmed, down to about
+``history_size`` entries. Running state is never trimmed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+from urllib.parse import parse_qsl, urlsplit
+
+from anarchon.backend import Backend, RunStore
+from anarchon.errors import InvalidConfigError
+from anarchon.history import build_history
+from anarchon.types import (
+    ActiveRun,
+    ClaimInput,
+    ClaimOutcome,
+    ClaimRecord,
+    JobLimits,
+    RunClaim,
+    RunRecord,
+    StoredResult,
+)
+
+__all__ = ["MemoryBackend", "MemoryRunStore", "NowMs"]
+
+PLAIN_CLAIM_LEASE_MS = 86_400_000
+"""Lease of a plain :meth:`MemoryBackend.claim` (one attempt, no heartbeats): one day."""
+
+RETENTION_MARGIN_MS = 60_000
+"""Extra time finished run state is kept beyond what late and catch-up claims need."""
+
+
+class NowMs(Protocol):
+    """A clock the memory store reads: anything with ``now_ms()`` (ms since the epoch)."""
+
+    def now_ms(self) -> int:
+        """Current time in ms since the Unix epoch."""
+        ...
+
+
+class _WallClock:
+    """The machine's wall clock."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+@dataclass
+class _RunState:
+    """The lease state of one ``(job, slot)`` (SPEC §5)."""
+
+    slot: int
+    attempt: int
+    token: str
+    runner: str
+    status: str  # running / finished / interrupted / skipped
+    lease_expires_at: int
+    max_attempts: int
+    started_at: int
+    finished_at: int | None = None
+    released: bool = False
+    result_status: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class _JobData:
+    """Everything the store keeps for one job."""
+
+    states: dict[int, _RunState] = field(default_factory=dict)
+    running: set[int] = field(default_factory=set)
+    claims: list[ClaimRecord] = field(default_factory=list)
+    results: list[StoredResult] = field(default_factory=list)
+    # token -> (slot, attempt) of every attempt in history: counts runs for trimming.
+    tokens: dict[str, tuple[int, int]] = field(default_factory=dict)
+    oldest_slot: int | None = None
+    retention_ms: int | None = None
+    # The latest history settings a caller gave (release() and finish() get none).
+    history_size: int = 1000
+    history_ttl_ms: int | None = None
+
+
+class MemoryRunStore(RunStore):
+    """Leases of the memory backend: the claim tree of SPEC §5, one locked step per call."""
+
+    def __init__(self, clock: NowMs | None = None) -> None:
+        self.clock: NowMs = clock if clock is not None else _WallClock()
+        self._lock = threading.Lock()
+        self._jobs: dict[str, _JobData] = {}
+
+    # RunStore ---------------------------------------------------------
+
+    async def claim(self, claim: RunClaim) -> ClaimOutcome:
+        """Walk the claim tree of SPEC §5 atomically and return its outcome."""
+        with self._lock:
+            return self._claim_locked(claim)
+
+    async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
+        """Extend the lease to store time + ``lease_ms`` if ``token`` still owns the run."""
+        with self._lock:
+            state = self._owned(job, slot, token)
+            if state is None:
+                return False
+            state.lease_expires_at = self._now() + lease_ms
+            return True
+
+    async def finish(
+        self, job: str, slot: int, token: str, status: str, error: str | None = None
+    ) -> bool:
+        """Mark the run finished with ``status`` if ``token`` still owns it.
+
+        Only the run state changes: the scheduler stores the result with
+        :meth:`MemoryBackend.save_result` after a successful ``finish``.
+        """
+        with self._lock:
+            state = self._owned(job, slot, token)
+            if state is None:
+                return False
+            self._end(self._jobs[job], state, "finished", self._now())
+            state.result_status = status
+            state.error = error
+            return True
+
+    async def release(self, job: str, slot: int, token: str) -> bool:
+        """End ``token``'s lease now so a backup takes over at once (hand-over).
+
+        The released attempt is recorded in history as ``interrupted`` with
+        reason ``handed_over``. On the last attempt the run is marked
+        interrupted instead, so no backup starts it again.
+        """
+        with self._lock:
+            state = self._owned(job, slot, token)
+            if state is None:
+                return False
+            now = self._now()
+            data = self._jobs[job]
+            self._add_result(
+                data,
+                self._interrupted(state, "handed_over", now),
+                data.history_size,
+                data.history_ttl_ms,
+                now,
+            )
+            if state.attempt >= state.max_attempts:
+                self._end(data, state, "interrupted", now)
+            else:
+                state.lease_expires_at = now
+                state.released = True
+            return True
+
+    async def now_ms(self) -> int:
+        """The store clock (the clock given to the backend, else the wall clock)."""
+        return self._now()
+
+    async def active(self, job: str) -> list[ActiveRun]:
+        """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
+        with self._lock:
+            now = self._now()
+            data = self._jobs.get(job)
+            if data is None:
+                return []
+            runs = []
+            for slot in sorted(data.running):
+                state = data.states[slot]
+                runs.append(
+                    ActiveRun(
+                        slot=slot,
+                        attempt=state.attempt,
+                        runner=state.runner,
+                        lease_expires_at=state.lease_expires_at,
+                        live=state.lease_expires_at > now,
+                        token=state.token,
+                    )
+                )
+            return runs
+
+    # Internals (all called with the lock held) -----------------------
+
+    def _now(self) -> int:
+        return int(self.clock.now_ms())
+
+    def _job(self, job: str) -> _JobData:
+        data = self._jobs.get(job)
+        if data is None:
+            data = self._jobs[job] = _JobData()
+        return data
+
+    def _owned(self, job: str, slot: int, token: str) -> _RunState | None:
+        """The run state if ``token`` holds it and it is still running (not released)."""
+        data = self._jobs.get(job)
+        state = None if data is None else data.states.get(slot)
+        if state is None or state.token != token or state.status != "running" or state.released:
+            return None
+        return state
+
+    def _claim_locked(self, claim: RunClaim) -> ClaimOutcome:
+        now = self._now()
+        data = self._job(claim.job)
+        state = data.states.get(claim.slot)
+        if state is None:
+            return self._claim_new(claim, data, now)
+        if state.token == claim.token and state.status == "running" and not state.released:
+            # A retried claim: the same answer, and the lease counts from now.
+            state.lease_expires_at = max(state.lease_expires_at, now + claim.lease_ms)
+            return self._outcome("won", state)
+        if state.status != "running" or state.token == claim.token:
+            return self._outcome("done", state)
+        if state.lease_expires_at > now:
+            return self._outcome("running", state)
+        if state.attempt < claim.max_attempts:
+            # Take over: the dead attempt is recorded interrupted in this same step.
+            if not state.released:
+                self._add_result(
+                    data,
+                    self._interrupted(state, "lease_lost", state.lease_expires_at),
+                    claim.history_size,
+                    claim.history_ttl_ms,
+                    now,
+                )
+            state.attempt += 1
+            state.token = claim.token
+            state.runner = claim.instance_id
+            state.lease_expires_at = now + claim.lease_ms
+            state.max_attempts = claim.max_attempts
+            state.started_at = now
+            state.released = False
+            self._add_claim(claim, data, state, now)
+            return self._outcome("won", state)
+        # No attempts left.
+        if not state.released:
+            self._add_result(
+                data,
+                self._interrupted(state, "attempts_exhausted", now),
+                claim.history_size,
+                claim.history_ttl_ms,
+                now,
+            )
+        self._end(data, state, "interrupted", now)
+        return self._outcome("done", state)
+
+    def _claim_new(self, claim: RunClaim, data: _JobData, now: int) -> ClaimOutcome:
+        if claim.deadline_ms is not None and now > claim.deadline_ms:
+            return ClaimOutcome("late")
+        if not claim.create:
+            return ClaimOutcome("none")
+        if not claim.overlap:
+            blocker = self._live_older(data, claim.slot, now)
+            if blocker is not None:
+                data.states[claim.slot] = _RunState(
+                    slot=claim.slot,
+                    attempt=0,
+                    token=claim.token,
+                    runner=claim.instance_id,
+                    status="skipped",
+                    lease_expires_at=now,
+                    max_attempts=claim.max_attempts,
+                    started_at=now,
+                    finished_at=now,
+                )
+                skipped = StoredResult(
+                    slot=claim.slot,
+                    token=claim.token,
+                    instance_id=claim.instance_id,
+                    status="skipped",
+                    started_at=now,
+                    finished_at=now,
+                    attempt=1,
+                    reason="overlap",
+                )
+                self._add_result(data, skipped, claim.history_size, claim.history_ttl_ms, now)
+                return ClaimOutcome("overlap", 0, blocker.runner, blocker.lease_expires_at)
+        state = _RunState(
+            slot=claim.slot,
+            attempt=1,
+            token=claim.token,
+            runner=claim.instance_id,
+            status="running",
+            lease_expires_at=now + claim.lease_ms,
+            max_attempts=claim.max_attempts,
+            started_at=now,
+        )
+        data.states[claim.slot] = state
+        data.running.add(claim.slot)
+        self._add_claim(claim, data, state, now)
+        return self._outcome("won", state)
+
+    @staticmethod
+    def _live_older(data: _JobData, slot: int, now: int) -> _RunState | None:
+        """The newest older slot of the job that still holds a live lease."""
+        blocker: _RunState | None = None
+        for other in data.running:
+            state = data.states[other]
+            live = other < slot and state.lease_expires_at > now
+            if live and (blocker is None or other > blocker.slot):
+                blocker = state
+        return blocker
+
+    @staticmethod
+    def _outcome(kind: str, state: _RunState) -> ClaimOutcome:
+        return ClaimOutcome(kind, state.attempt, state.runner, state.lease_expires_at)
+
+    @staticmethod
+    def _interrupted(state: _RunState, reason: str, at: int) -> StoredResult:
+        return StoredResult(
+            slot=state.slot,
+            token=state.token,
+            instance_id=state.runner,
+            status="interrupted",
+            started_at=state.started_at,
+            finished_at=max(at, state.started_at),
+            attempt=state.attempt,
+            reason=reason,
+        )
+
+    @staticmethod
+    def _end(data: _JobData, state: _RunState, status: str, now: int) -> None:
+        state.status = status
+        state.finished_at = now
+        data.running.discard(state.slot)
+
+    def _add_claim(self, claim: RunClaim, data: _JobData, state: _RunState, now: int) -> None:
+        record = ClaimRecord(
+            job=claim.job,
+            slot=claim.slot,
+            token=claim.token,
+            instance_id=claim.instance_id,
+            at=now,
+            manual=False,
+            attempt=state.attempt,
+        )
+        self._add_history(data, record, None, claim.history_size, claim.history_ttl_ms, now)
+        self._trim_states(data, claim.history_size, now)
+
+    def _add_result(
+        self,
+        data: _JobData,
+        result: StoredResult,
+        history_size: int,
+        history_ttl_ms: int | None,
+        now: int,
+    ) -> None:
+        self._add_history(data, None, result, history_size, history_ttl_ms, now)
+
+    def _add_history(
+        self,
+        data: _JobData,
+        claim: ClaimRecord | None,
+        result: StoredResult | None,
+        history_size: int,
+        history_ttl_ms: int | None,
+        now: int,
+    ) -> None:
+        record = claim if claim is not None else result
+        assert record is not None
+        data.history_size = history_size
+        data.history_ttl_ms = history_ttl_ms
+        if claim is not None:
+            data.claims.append(claim)
+        if result is not None:
+            data.results.append(result)
+        data.tokens.setdefault(record.token, (record.slot, record.attempt))
+        if data.oldest_slot is None or record.slot < data.oldest_slot:
+            data.oldest_slot = record.slot
+        self._trim_history(data, history_size, history_ttl_ms, now)
+
+    @staticmethod
+    def _trim_history(
+        data: _JobData, history_size: int, history_ttl_ms: int | None, now: int
+    ) -> None:
+        """Keep about ``history_size`` runs (N..2N) and nothing older than the TTL.
+
+        Records of a run whose state is still running are never dropped.
+        """
+        size = max(int(history_size), 1)
+        keep: set[str] | None = None
+        if history_ttl_ms is not None and data.oldest_slot is not None:
+            cutoff = now - history_ttl_ms
+            if data.oldest_slot < cutoff:
+                keep = {
+                    token
+                    for token, (slot, _attempt) in data.tokens.items()
+                    if slot >= cutoff or slot in data.running
+                }
+        candidates = data.tokens if keep is None else {t: data.tokens[t] for t in keep}
+        if len(candidates) > 2 * size:
+            newest = sorted(candidates.items(), key=lambda item: item[1], reverse=True)
+            keep = {token for token, _key in newest[:size]}
+            keep.update(token for token, (slot, _a) in candidates.items() if slot in data.running)
+        if keep is None:
+            return
+        data.claims = [c for c in data.claims if c.token in keep]
+        data.results = [r for r in data.results if r.token in keep]
+        data.tokens = {token: key for token, key in data.tokens.items() if token in keep}
+        data.oldest_slot = min((slot for slot, _a in data.tokens.values()), default=None)
+
+    @staticmethod
+    def _trim_states(data: _JobData, history_size: int, now: int) -> None:
+        """Drop old finished run state once late and catch-up claims can no longer ask for it."""
+        size = max(int(history_size), 1)
+        if data.retention_ms is None or len(data.states) <= 2 * size:
+            return
+        horizon = now - data.retention_ms
+        removable = sorted(
+            slot
+            for slot, state in data.states.items()
+            if state.status != "running" and slot < horizon
+        )
+        excess = len(data.states) - size
+        for slot in removable[:excess]:
+            del data.states[slot]
+
+
+class MemoryBackend(Backend):
+    """An in-process backend with leases; ``memory://name`` shares one per process by name.
+
+    ``clock`` is any object with ``now_ms() -> int``; it is the store clock
+    (default: the wall clock), so tests can make leases expire without
+    sleeping.
+    """
+
+    name: ClassVar[str] = "memory"
+    dedupe_window_ms: float = math.inf
+    runs: MemoryRunStore
+
+    def __init__(self, clock: NowMs | None = None) -> None:
+        self.runs = MemoryRunStore(clock)
+        self.url: str = "memory://"
+
+    @property
+    def clock(self) -> NowMs:
+        """The store clock."""
+        return self.runs.clock
+
+    def __repr__(self) -> str:
+        return f"MemoryBackend({self.url!r})"
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MemoryBackend:
+        """``memory://`` → a fresh backend; ``memory://name`` → this process's backend of that name.
+
+        The memory backend takes no options: any query option (in the URL or
+        as a keyword) raises ``InvalidConfigError``.
+        """
+        parts = urlsplit(url)
+        if parts.scheme.lower() != "memory":
+            raise InvalidConfigError(f"not a memory:// URL: {url!r}")
+        given = dict(parse_qsl(parts.query, keep_blank_values=True))
+        given.update(options)
+        if given:
+            names = ", ".join(sorted(given))
+            raise InvalidConfigError(f"memory:// takes no options (got: {names})")
+        name = (parts.netloc + parts.path).strip("/")
+        if not name:
+            return cls()
+        with _NAMED_LOCK:
+            backend = _NAMED.get(name)
+            if backend is None:
+                backend = cls()
+                backend.url = f"memory://{name}"
+                _NAMED[name] = backend
+            return backend
+
+    # Backend ----------------------------------------------------------
+
+    async def init(self) -> None:
+        """Nothing to connect."""
+        return None
+
+    async def prepare_job(self, job: str, history_size: int) -> None:
+        """Create the job's (empty) storage."""
+        with self.runs._lock:
+            self.runs._job(job)
+
+    def check_job(self, limits: JobLimits) -> None:
+        """Accept every job; learn how long late and catch-up claims may ask for a slot."""
+        needed = (
+            max(limits.max_late_ms, limits.catch_up_ms or 0)
+            + limits.jitter_ms
+            + RETENTION_MARGIN_MS
+        )
+        with self.runs._lock:
+            data = self.runs._job(limits.job)
+            data.retention_ms = max(data.retention_ms or 0, needed)
+
+    async def claim(self, input: ClaimInput) -> bool:
+        """True for exactly one token per ``(job, slot)``, again for the same token.
+
+        Equals ``runs.claim()`` with ``create=True``, no overlap check, one
+        attempt and a one-day lease, mapped to a bool.
+        """
+        with self.runs._lock:
+            data = self.runs._jobs.get(input.job)
+            state = None if data is None else data.states.get(input.slot)
+            if state is not None and state.token == input.token:
+                return True
+            outcome = self.runs._claim_locked(
+                RunClaim(
+                    job=input.job,
+                    slot=input.slot,
+                    token=input.token,
+                    instance_id=input.instance_id,
+                    lease_ms=PLAIN_CLAIM_LEASE_MS,
+                    max_attempts=1,
+                    overlap=True,
+                    deadline_ms=None,
+                    create=True,
+                    history_size=input.history_size,
+                    history_ttl_ms=input.history_ttl_ms,
+                )
+            )
+            return outcome.won
+
+    async def record_manual_run(self, input: ClaimInput) -> int | None:
+        """Append a manual claim record (never de-duplicated); the slot is kept as given."""
+        with self.runs._lock:
+            now = self.runs._now()
+            data = self.runs._job(input.job)
+            record = ClaimRecord(
+                job=input.job,
+                slot=input.slot,
+                token=input.token,
+                instance_id=input.instance_id,
+                at=now,
+                manual=True,
+                attempt=1,
+            )
+            self.runs._add_history(
+                data, record, None, input.history_size, input.history_ttl_ms, now
+            )
+        return None
+
+    async def save_result(
+        self,
+        job: str,
+        result: StoredResult,
+        history_size: int,
+        history_ttl_ms: int | None = None,
+    ) -> None:
+        """Store how a run ended; a plain claim's run state is marked finished too."""
+        with self.runs._lock:
+            now = self.runs._now()
+            data = self.runs._job(job)
+            state = data.states.get(result.slot)
+            if (
+                state is not None
+                and state.token == result.token
+                and state.status == "running"
+                and result.status != "running"
+            ):
+                self.runs._end(data, state, "finished", now)
+                state.result_status = result.status
+                state.error = result.error
+            self.runs._add_history(data, None, result, history_size, history_ttl_ms, now)
+
+    async def history(self, job: str, limit: int) -> list[RunRecord]:
+        """Recent runs of ``job`` (all instances), newest first."""
+        with self.runs._lock:
+            data = self.runs._jobs.get(job)
+            if data is None:
+                return []
+            claims = list(data.claims)
+            results = list(data.results)
+        return build_history(job, claims, results, limit)
+
+    async def close(self) -> None:
+        """Nothing to close; the data stays (a named backend is shared by the process)."""
+        return None
+
+    async def now_ms(self) -> int:
+        """The store clock in ms."""
+        return self.runs._now()
+
+
+_NAMED: dict[str, MemoryBackend] = {}
+_NAMED_LOCK = threading.Lock()
