@@ -80,6 +80,7 @@ class _RunState:
     started_at: int
     finished_at: int | None = None
     released: bool = False
+    end_reason: str | None = None
     result_status: str | None = None
     error: str | None = None
 
@@ -136,7 +137,8 @@ class MemoryRunStore(RunStore):
         with self._lock:
             state = self._owned(job, slot, token)
             if state is None:
-                return False
+                # A retried finish (its answer was lost) is answered again.
+                return self._ended_by(job, slot, token, "finished")
             self._end(self._jobs[job], state, "finished", self._now())
             state.result_status = status
             state.error = error
@@ -152,7 +154,8 @@ class MemoryRunStore(RunStore):
         with self._lock:
             state = self._owned(job, slot, token)
             if state is None:
-                return False
+                # A retried release (its answer was lost) is answered again.
+                return self._ended_by(job, slot, token, "handed_over")
             now = self._now()
             data = self._jobs[job]
             self._add_result(
@@ -162,6 +165,7 @@ class MemoryRunStore(RunStore):
                 data.history_ttl_ms,
                 now,
             )
+            state.end_reason = "handed_over"
             if state.attempt >= state.max_attempts:
                 self._end(data, state, "interrupted", now)
             else:
@@ -214,6 +218,16 @@ class MemoryRunStore(RunStore):
             return None
         return state
 
+    def _ended_by(self, job: str, slot: int, token: str, how: str) -> bool:
+        """True if ``token``'s attempt already ended ``how`` (``finished`` or ``handed_over``)."""
+        data = self._jobs.get(job)
+        state = None if data is None else data.states.get(slot)
+        if state is None or state.token != token:
+            return False
+        if how == "finished":
+            return state.status == "finished"
+        return state.end_reason == how
+
     def _claim_locked(self, claim: RunClaim) -> ClaimOutcome:
         now = self._now()
         data = self._job(claim.job)
@@ -245,6 +259,7 @@ class MemoryRunStore(RunStore):
             state.max_attempts = claim.max_attempts
             state.started_at = now
             state.released = False
+            state.end_reason = None
             self._add_claim(claim, data, state, now)
             return self._outcome("won", state)
         # No attempts left.

@@ -1,0 +1,35 @@
+"""The memory backend passes both contract suites, fresh and as a named shared backend."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from anarchon.backend import Backend
+from anarchon.memory import MemoryBackend
+from anarchon.registry import resolve_backend
+from anarchon.testing import BackendContract, LeaseContract
+
+
+class TestMemoryBackend(BackendContract):
+    thread_safe = True
+
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return MemoryBackend()
+
+
+class TestMemoryLeases(LeaseContract):
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return MemoryBackend()
+
+
+class TestNamedMemoryBackend(BackendContract, LeaseContract):
+    """``memory://name`` through the registry: one shared backend, both suites in one class."""
+
+    thread_safe = True
+
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return resolve_backend(f"memory://contract-{uuid.uuid4().hex[:8]}")
