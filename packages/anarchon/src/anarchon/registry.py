@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 from importlib.metadata import EntryPoint, entry_points
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from anarchon.backend import Backend
 from anarchon.errors import InvalidConfigError, UnknownBackendError
@@ -62,28 +62,32 @@ def redact_url(url: str) -> str:
     """``url`` with its password (and password-like query options) replaced by ``***``.
 
     ``redis://user:secret@host:6379/0`` → ``redis://user:***@host:6379/0``. The
-    user name stays visible. A string that is not a URL comes back unchanged
-    unless it contains an ``@``, in which case everything before it is hidden.
+    user name stays visible; the rest of the URL is returned exactly as given.
     """
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "***" if "@" in url else url
-    netloc = parts.netloc
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    cut = len(rest)
+    for mark in "/?#":
+        found = rest.find(mark)
+        if found != -1:
+            cut = min(cut, found)
+    netloc, tail = rest[:cut], rest[cut:]
     userinfo, at, hostinfo = netloc.rpartition("@")
     if at:
         user, colon, _password = userinfo.partition(":")
-        netloc = f"{user}:***@{hostinfo}" if colon else f"{userinfo}@{hostinfo}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key.lower() in _SECRET_OPTIONS for key, _value in pairs):
-            query = urlencode(
-                [(k, "***" if k.lower() in _SECRET_OPTIONS else v) for k, v in pairs],
-                safe="*:/",
-                quote_via=quote,
-            )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        netloc = f"{user}:***@{hostinfo}" if colon else netloc
+    path, qmark, query = tail.partition("?")
+    if qmark:
+        query, hash_, fragment = query.partition("#")
+        pairs = []
+        for pair in query.split("&"):
+            key, eq, _value = pair.partition("=")
+            if eq and unquote_plus(key).lower() in _SECRET_OPTIONS:
+                pair = f"{key}=***"
+            pairs.append(pair)
+        tail = f"{path}?{'&'.join(pairs)}{hash_}{fragment}"
+    return f"{scheme}://{netloc}{tail}"
 
 
 def _entry_points() -> dict[str, EntryPoint]:
