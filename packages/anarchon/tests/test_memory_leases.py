@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import pytest
 from anarchon.errors import InvalidConfigError
-from anarchon.memory import PLAIN_CLAIM_LEASE_MS, MemoryBackend
+from anarchon.memory import PLAIN_CLAIM_LEASE_MS, MemoryBackend, MemoryRunStore
 from anarchon.types import ClaimInput, JobLimits, RunClaim, StoredResult
 
 T = TypeVar("T")
@@ -28,6 +28,12 @@ class ManualClock:
 
     def advance(self, ms: int) -> None:
         self.now += ms
+
+
+def store(backend: MemoryBackend) -> MemoryRunStore:
+    runs = backend.runs
+    assert runs is not None
+    return runs
 
 
 def run(coro: Awaitable[T]) -> T:
@@ -78,14 +84,14 @@ def backend(clock: ManualClock) -> MemoryBackend:
 def test_store_clock_is_the_given_clock(backend: MemoryBackend, clock: ManualClock) -> None:
     assert run(backend.now_ms()) == START
     clock.advance(1234)
-    assert run(backend.runs.now_ms()) == START + 1234
+    assert run(store(backend).now_ms()) == START + 1234
     assert backend.clock is clock
     assert backend.name == "memory"
     assert backend.dedupe_window_ms == float("inf")
 
 
 def test_lease_boundary_and_takeover(backend: MemoryBackend, clock: ManualClock) -> None:
-    runs = backend.runs
+    runs = store(backend)
     won = run(runs.claim(claim("j", START, "a")))
     assert (won.kind, won.attempt, won.lease_expires_at) == ("won", 1, START + LEASE)
     clock.advance(LEASE - 1)
@@ -103,14 +109,14 @@ def test_lease_boundary_and_takeover(backend: MemoryBackend, clock: ManualClock)
 
 def test_deadline_boundary(backend: MemoryBackend, clock: ManualClock) -> None:
     clock.advance(60_000)
-    assert run(backend.runs.claim(claim("j", START, "a", deadline_ms=START + 60_000))).won
+    assert run(store(backend).claim(claim("j", START, "a", deadline_ms=START + 60_000))).won
     clock.advance(1)
-    late = run(backend.runs.claim(claim("j", START + 1, "b", deadline_ms=START + 60_000)))
+    late = run(store(backend).claim(claim("j", START + 1, "b", deadline_ms=START + 60_000)))
     assert late.kind == "late"
 
 
 def test_attempts_are_bounded(backend: MemoryBackend, clock: ManualClock) -> None:
-    runs = backend.runs
+    runs = store(backend)
     for attempt, token in enumerate("abc", start=1):
         outcome = run(runs.claim(claim("j", START, token, max_attempts=3)))
         assert (outcome.kind, outcome.attempt) == ("won", attempt)
@@ -128,7 +134,7 @@ def test_attempts_are_bounded(backend: MemoryBackend, clock: ManualClock) -> Non
 def test_expired_older_lease_does_not_cause_overlap(
     backend: MemoryBackend, clock: ManualClock
 ) -> None:
-    runs = backend.runs
+    runs = store(backend)
     assert run(runs.claim(claim("j", START, "a"))).won
     clock.advance(LEASE)
     assert run(runs.claim(claim("j", START + 1000, "b"))).won
@@ -139,7 +145,7 @@ def test_expired_older_lease_does_not_cause_overlap(
 
 
 def test_release_then_takeover_records_handed_over_once(backend: MemoryBackend) -> None:
-    runs = backend.runs
+    runs = store(backend)
     assert run(runs.claim(claim("j", START, "a"))).won
     assert run(runs.release("j", START, "a"))
     assert run(runs.release("j", START, "a")), "a retried release is answered again"
@@ -157,7 +163,7 @@ def test_release_then_takeover_records_handed_over_once(backend: MemoryBackend) 
 
 
 def test_released_token_cannot_reclaim(backend: MemoryBackend) -> None:
-    runs = backend.runs
+    runs = store(backend)
     first = claim("j", START, "a")
     assert run(runs.claim(first)).won
     assert run(runs.release("j", START, "a"))
@@ -165,7 +171,7 @@ def test_released_token_cannot_reclaim(backend: MemoryBackend) -> None:
 
 
 def test_finish_is_retry_safe(backend: MemoryBackend) -> None:
-    runs = backend.runs
+    runs = store(backend)
     assert run(runs.claim(claim("j", START, "a"))).won
     assert run(runs.finish("j", START, "a", "ok"))
     assert run(runs.finish("j", START, "a", "ok")), "a retried finish is answered again"
@@ -198,7 +204,7 @@ def test_crashed_plain_claim_is_marked_interrupted_after_its_lease(
 
 
 def test_history_trimming_keeps_running_runs(backend: MemoryBackend, clock: ManualClock) -> None:
-    runs, size = backend.runs, 5
+    runs, size = store(backend), 5
     slots = [START + i * 1000 for i in range(40)]
     kept_running = set(slots[:3])
     for i, slot in enumerate(slots):
@@ -220,7 +226,7 @@ def test_history_trimming_keeps_running_runs(backend: MemoryBackend, clock: Manu
 
 
 def test_history_ttl_keeps_running_runs(backend: MemoryBackend, clock: ManualClock) -> None:
-    runs, ttl = backend.runs, 10_000
+    runs, ttl = store(backend), 10_000
     assert run(runs.claim(claim("j", START, "old-running", history_ttl_ms=ttl))).won
     assert run(runs.claim(claim("j", START + 1, "old-done", overlap=True, history_ttl_ms=ttl))).won
     assert run(runs.finish("j", START + 1, "old-done", "ok"))
@@ -232,7 +238,7 @@ def test_history_ttl_keeps_running_runs(backend: MemoryBackend, clock: ManualClo
 
 
 def test_state_kept_forever_without_check_job(backend: MemoryBackend, clock: ManualClock) -> None:
-    runs = backend.runs
+    runs = store(backend)
     for i in range(30):
         token = f"t{i}"
         assert run(runs.claim(claim("j", START + i, token, overlap=True, history_size=2))).won
@@ -246,7 +252,7 @@ def test_state_kept_forever_without_check_job(backend: MemoryBackend, clock: Man
 def test_state_trimmed_only_past_what_late_claims_need(
     backend: MemoryBackend, clock: ManualClock
 ) -> None:
-    runs, size = backend.runs, 2
+    runs, size = store(backend), 2
     backend.check_job(JobLimits("j", 1000, 0, 5_000, size))
     slots = [START + i * 1000 for i in range(30)]
     for i, slot in enumerate(slots):
@@ -273,7 +279,7 @@ def test_state_trimmed_only_past_what_late_claims_need(
 
 
 def test_check_job_retention_covers_catch_up(backend: MemoryBackend, clock: ManualClock) -> None:
-    runs, size = backend.runs, 1
+    runs, size = store(backend), 1
     backend.check_job(JobLimits("j", 1000, 0, 5_000, size, catch_up_ms=3_600_000))
     for i in range(10):
         token = f"t{i}"
@@ -295,7 +301,7 @@ def test_threads_share_one_backend_safely() -> None:
         async def main() -> None:
             barrier.wait()
             for slot in range(200):
-                outcome = await backend.runs.claim(
+                outcome = await store(backend).claim(
                     claim("j", START + slot, f"{n}-{slot}", overlap=True)
                 )
                 if outcome.won:
@@ -318,3 +324,14 @@ def test_from_url_rejects_options_and_other_schemes() -> None:
     with pytest.raises(InvalidConfigError):
         MemoryBackend.from_url("redis://localhost")
     assert isinstance(MemoryBackend.from_url("memory://"), MemoryBackend)
+
+
+def test_claim_only_memory_backend() -> None:
+    backend = MemoryBackend(leases=False)
+    assert backend.runs is None
+    first = ClaimInput("j", START, "a", "web-1")
+    assert run(backend.claim(first))
+    assert run(backend.claim(first))
+    assert not run(backend.claim(ClaimInput("j", START, "b", "web-2")))
+    (record,) = run(backend.history("j", 10))
+    assert (record.instance_id, record.status) == ("web-1", "running")

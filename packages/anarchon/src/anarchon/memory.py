@@ -451,21 +451,23 @@ class MemoryBackend(Backend):
 
     ``clock`` is any object with ``now_ms() -> int``; it is the store clock
     (default: the wall clock), so tests can make leases expire without
-    sleeping.
+    sleeping. ``leases=False`` gives a claim-only backend (``runs`` is None),
+    to test code paths of backends without leases.
     """
 
     name: ClassVar[str] = "memory"
     dedupe_window_ms: float = math.inf
-    runs: MemoryRunStore
+    runs: MemoryRunStore | None
 
-    def __init__(self, clock: NowMs | None = None) -> None:
-        self.runs = MemoryRunStore(clock)
+    def __init__(self, clock: NowMs | None = None, *, leases: bool = True) -> None:
+        self._store = MemoryRunStore(clock)
+        self.runs = self._store if leases else None
         self.url: str = "memory://"
 
     @property
     def clock(self) -> NowMs:
         """The store clock."""
-        return self.runs.clock
+        return self._store.clock
 
     def __repr__(self) -> str:
         return f"MemoryBackend({self.url!r})"
@@ -504,8 +506,8 @@ class MemoryBackend(Backend):
 
     async def prepare_job(self, job: str, history_size: int) -> None:
         """Create the job's (empty) storage."""
-        with self.runs._lock:
-            self.runs._job(job)
+        with self._store._lock:
+            self._store._job(job)
 
     def check_job(self, limits: JobLimits) -> None:
         """Accept every job; learn how long late and catch-up claims may ask for a slot."""
@@ -514,8 +516,8 @@ class MemoryBackend(Backend):
             + limits.jitter_ms
             + RETENTION_MARGIN_MS
         )
-        with self.runs._lock:
-            data = self.runs._job(limits.job)
+        with self._store._lock:
+            data = self._store._job(limits.job)
             data.retention_ms = max(data.retention_ms or 0, needed)
 
     async def claim(self, input: ClaimInput) -> bool:
@@ -524,12 +526,12 @@ class MemoryBackend(Backend):
         Equals ``runs.claim()`` with ``create=True``, no overlap check, one
         attempt and a one-day lease, mapped to a bool.
         """
-        with self.runs._lock:
-            data = self.runs._jobs.get(input.job)
+        with self._store._lock:
+            data = self._store._jobs.get(input.job)
             state = None if data is None else data.states.get(input.slot)
             if state is not None and state.token == input.token:
                 return True
-            outcome = self.runs._claim_locked(
+            outcome = self._store._claim_locked(
                 RunClaim(
                     job=input.job,
                     slot=input.slot,
@@ -548,9 +550,9 @@ class MemoryBackend(Backend):
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append a manual claim record (never de-duplicated); the slot is kept as given."""
-        with self.runs._lock:
-            now = self.runs._now()
-            data = self.runs._job(input.job)
+        with self._store._lock:
+            now = self._store._now()
+            data = self._store._job(input.job)
             record = ClaimRecord(
                 job=input.job,
                 slot=input.slot,
@@ -560,7 +562,7 @@ class MemoryBackend(Backend):
                 manual=True,
                 attempt=1,
             )
-            self.runs._add_history(
+            self._store._add_history(
                 data, record, None, input.history_size, input.history_ttl_ms, now
             )
         return None
@@ -573,9 +575,9 @@ class MemoryBackend(Backend):
         history_ttl_ms: int | None = None,
     ) -> None:
         """Store how a run ended; a plain claim's run state is marked finished too."""
-        with self.runs._lock:
-            now = self.runs._now()
-            data = self.runs._job(job)
+        with self._store._lock:
+            now = self._store._now()
+            data = self._store._job(job)
             state = data.states.get(result.slot)
             if (
                 state is not None
@@ -583,15 +585,15 @@ class MemoryBackend(Backend):
                 and state.status == "running"
                 and result.status != "running"
             ):
-                self.runs._end(data, state, "finished", now)
+                self._store._end(data, state, "finished", now)
                 state.result_status = result.status
                 state.error = result.error
-            self.runs._add_history(data, None, result, history_size, history_ttl_ms, now)
+            self._store._add_history(data, None, result, history_size, history_ttl_ms, now)
 
     async def history(self, job: str, limit: int) -> list[RunRecord]:
         """Recent runs of ``job`` (all instances), newest first."""
-        with self.runs._lock:
-            data = self.runs._jobs.get(job)
+        with self._store._lock:
+            data = self._store._jobs.get(job)
             if data is None:
                 return []
             claims = list(data.claims)
@@ -604,7 +606,7 @@ class MemoryBackend(Backend):
 
     async def now_ms(self) -> int:
         """The store clock in ms."""
-        return self.runs._now()
+        return self._store._now()
 
 
 _NAMED: dict[str, MemoryBackend] = {}
