@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from anarchon.backend import STORE_FORMAT, Backend, RunStore
+from anarchon.clock import Clock, SkewedClock, SystemClock
+from anarchon.context import CancelSignal, RunContext
 from anarchon.errors import (
     AnarchonError,
     BackendUnavailableError,
@@ -13,20 +16,51 @@ from anarchon.errors import (
     UnknownBackendError,
     UnsupportedError,
 )
+from anarchon.history import build_history
+from anarchon.memory import MemoryBackend
+from anarchon.scheduler import Scheduler, SchedulerThread
 from anarchon.schedules import Cron, Every
+from anarchon.types import (
+    ActiveRun,
+    ClaimInput,
+    ClaimOutcome,
+    ClaimRecord,
+    JobLimits,
+    RunClaim,
+    RunRecord,
+    StoredResult,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "STORE_FORMAT",
+    "ActiveRun",
     "AnarchonError",
+    "Backend",
     "BackendUnavailableError",
+    "CancelSignal",
+    "ClaimInput",
+    "ClaimOutcome",
+    "ClaimRecord",
+    "Clock",
     "Cron",
     "DedupeWindowError",
     "DuplicateJobError",
     "Every",
     "InvalidConfigError",
     "InvalidJobError",
-    "StoreFormatError",
+    "JobLimits",
+    "MemoryBackend",
+    "RunClaim",
+    "RunContext",
+    "RunRecord",
+    "RunStore",
+    "Scheduler",
+    "SchedulerThread",
+    "SkewedClock",
+    "StoredResult",
+    "SystemClock",
     "UnknownBackendError",
     "UnsupportedError",
     "__version__",
