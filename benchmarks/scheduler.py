@@ -79,20 +79,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--interval", type=float, default=5.0, help="seconds between slots of each job")
+    parser.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between slots of each job"
+    )
     parser.add_argument("--child", choices=["anarchon", "apscheduler"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args.child, args.jobs, args.seconds, args.interval)
         return
-    print(f"{args.jobs} jobs every {args.interval:g}s, measured for {args.seconds:g}s, one process each")
+    print(
+        f"{args.jobs} jobs every {args.interval:g}s, measured for {args.seconds:g}s, one process each"
+    )
     results: dict[str, dict[str, float]] = {}
     for which in ("anarchon", "apscheduler"):
         t0 = time.perf_counter()
         out = subprocess.run(
-            [sys.executable, __file__, "--child", which, "--jobs", str(args.jobs),
-             "--seconds", str(args.seconds), "--interval", str(args.interval)],
-            check=True, capture_output=True, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                which,
+                "--jobs",
+                str(args.jobs),
+                "--seconds",
+                str(args.seconds),
+                "--interval",
+                str(args.interval),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
         )
         results[which] = json.loads(out.stdout.strip().splitlines()[-1])
         results[which]["wall_s"] = time.perf_counter() - t0
@@ -100,13 +116,20 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     per_k = {}
-    for which, label in (("anarchon", "anarchon (memory)"), ("apscheduler", "APScheduler 3 AsyncIO")):
+    for which, label in (
+        ("anarchon", "anarchon (memory)"),
+        ("apscheduler", "APScheduler 3 AsyncIO"),
+    ):
         r = results[which]
         per_k[which] = 1000 * r["cpu_s"] * 1000 / max(r["runs"], 1)
         print(f"{label:<26}{int(r['runs']):>9}{per_k[which]:>20.1f}{r['peak_rss_mb']:>13.1f}")
     ratio = per_k["anarchon"] / per_k["apscheduler"]
-    print(f"CPU per run, anarchon / APScheduler: {ratio:.2f}  (target <= 0.50: {'PASS' if ratio <= 0.5 else 'MISS'})")
-    print("note: APScheduler runs in-process only (no coordination); anarchon claims each slot in its store")
+    print(
+        f"CPU per run, anarchon / APScheduler: {ratio:.2f}  (target <= 0.50: {'PASS' if ratio <= 0.5 else 'MISS'})"
+    )
+    print(
+        "note: APScheduler runs in-process only (no coordination); anarchon claims each slot in its store"
+    )
 
 
 if __name__ == "__main__":

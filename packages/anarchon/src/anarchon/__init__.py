@@ -59,9 +59,11 @@ __all__ = [
     "Scheduler",
     "SchedulerThread",
     "SkewedClock",
+    "StoreFormatError",
     "StoredResult",
     "SystemClock",
     "UnknownBackendError",
     "UnsupportedError",
     "__version__",
+    "build_history",
 ]

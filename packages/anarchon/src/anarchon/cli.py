@@ -36,9 +36,14 @@ def _iso(ms: int | None, tz: Any = timezone.utc) -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(c) for c in headers]] + [[("-" if c is None else str(c)) for c in r] for r in rows]
+    cells = [[str(c) for c in headers]] + [
+        [("-" if c is None else str(c)) for c in r] for r in rows
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in cells]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip()
+        for row in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -74,7 +79,12 @@ def cmd_next(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{"slot": s, "utc": _iso(s), "local": _iso(s, zone)} for s in slots]))
     else:
-        print(_table(["slot (ms)", "UTC", f"local ({args.tz})"], [(s, _iso(s), _iso(s, zone)) for s in slots]))
+        print(
+            _table(
+                ["slot (ms)", "UTC", f"local ({args.tz})"],
+                [(s, _iso(s), _iso(s, zone)) for s in slots],
+            )
+        )
     return EXIT_OK
 
 
@@ -88,13 +98,30 @@ async def _history(args: argparse.Namespace) -> int:
     finally:
         await backend.close()
     if args.json:
-        print(json.dumps([{**r.__dict__, "scheduled_at": r.scheduled_at.isoformat()} for r in records]))
+        print(
+            json.dumps(
+                [{**r.__dict__, "scheduled_at": r.scheduled_at.isoformat()} for r in records]
+            )
+        )
         return EXIT_OK
     rows = [
-        (_iso(r.slot), r.attempt, r.status, r.reason, r.instance_id, r.duration_ms, "manual" if r.manual else "", r.error)
+        (
+            _iso(r.slot),
+            r.attempt,
+            r.status,
+            r.reason,
+            r.instance_id,
+            r.duration_ms,
+            "manual" if r.manual else "",
+            r.error,
+        )
         for r in records
     ]
-    print(_table(["slot (UTC)", "attempt", "status", "reason", "instance", "ms", "kind", "error"], rows))
+    print(
+        _table(
+            ["slot (UTC)", "attempt", "status", "reason", "instance", "ms", "kind", "error"], rows
+        )
+    )
     return EXIT_OK
 
 
@@ -113,7 +140,16 @@ async def _active(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{k: v for k, v in r.__dict__.items() if k != "token"} for r in runs]))
         return EXIT_OK
-    rows = [(_iso(r.slot), r.attempt, r.runner, _iso(r.lease_expires_at), "live" if r.live else "expired") for r in runs]
+    rows = [
+        (
+            _iso(r.slot),
+            r.attempt,
+            r.runner,
+            _iso(r.lease_expires_at),
+            "live" if r.live else "expired",
+        )
+        for r in runs
+    ]
     print(_table(["slot (UTC)", "attempt", "runner", "lease expires", "lease"], rows))
     return EXIT_OK
 
@@ -123,7 +159,14 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
     rows = installed_backends()
     if args.json:
-        print(json.dumps([dict(zip(("scheme", "target", "distribution", "version"), r)) for r in rows]))
+        print(
+            json.dumps(
+                [
+                    dict(zip(("scheme", "target", "distribution", "version"), r, strict=False))
+                    for r in rows
+                ]
+            )
+        )
     else:
         print(_table(["scheme", "class", "package", "version"], rows))
     return EXIT_OK
@@ -145,7 +188,10 @@ async def _run_app(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     async with scheduler:
-        print(f"anarchon: running {len(scheduler.jobs)} job(s) as {scheduler.instance_id}; Ctrl-C stops", flush=True)
+        print(
+            f"anarchon: running {len(scheduler.jobs)} job(s) as {scheduler.instance_id}; Ctrl-C stops",
+            flush=True,
+        )
         await stop.wait()
         print("anarchon: stopping with hand-over", flush=True)
     return EXIT_OK
@@ -178,7 +224,9 @@ async def _demo(args: argparse.Namespace) -> int:
     schedulers = [Scheduler(backend, instance_id=f"demo-{n + 1}") for n in range(args.instances)]
     for scheduler in schedulers:
         scheduler.every("demo-tick", "1s", tick, jitter="300ms")
-    print(f"{args.instances} instances declare job 'demo-tick' every 1s; running {args.seconds}s ...")
+    print(
+        f"{args.instances} instances declare job 'demo-tick' every 1s; running {args.seconds}s ..."
+    )
     for scheduler in schedulers:
         await scheduler.start()
     try:
@@ -245,7 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_next(args)
         if args.command == "backends":
             return cmd_backends(args)
-        runner = {"demo": _demo, "history": _history, "active": _active, "run": _run_app}[args.command]
+        runner = {"demo": _demo, "history": _history, "active": _active, "run": _run_app}[
+            args.command
+        ]
         return asyncio.run(runner(args))
     except _UsageError as error:
         print(f"anarchon: error: {error}", file=sys.stderr)
@@ -258,7 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _USAGE_CODES = frozenset(
-    {"ANARCHON_INVALID_JOB", "ANARCHON_INVALID_CONFIG", "ANARCHON_UNKNOWN_BACKEND", "ANARCHON_UNSUPPORTED"}
+    {
+        "ANARCHON_INVALID_JOB",
+        "ANARCHON_INVALID_CONFIG",
+        "ANARCHON_UNKNOWN_BACKEND",
+        "ANARCHON_UNSUPPORTED",
+    }
 )
 
 if __name__ == "__main__":

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 import re
 from datetime import timedelta
-from typing import Union
+from typing import TypeAlias
 
 from anarchon.errors import InvalidJobError
 
-Duration = Union[str, int, float, timedelta]
+Duration: TypeAlias = "str | int | float | timedelta"
 """A duration as users write it."""
 
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -29,9 +29,13 @@ def to_ms(value: Duration, *, what: str = "duration", allow_zero: bool = True) -
     elif isinstance(value, str):
         ms = _parse_text(value.strip().lower(), what)
     else:
-        raise InvalidJobError(f"{what} must be a duration such as '10s', got {type(value).__name__}")
+        raise InvalidJobError(
+            f"{what} must be a duration such as '10s', got {type(value).__name__}"
+        )
     if ms < 0 or (ms == 0 and not allow_zero):
-        raise InvalidJobError(f"{what} must be {'>= 0' if allow_zero else 'positive'}, got {value!r}")
+        raise InvalidJobError(
+            f"{what} must be {'>= 0' if allow_zero else 'positive'}, got {value!r}"
+        )
     if ms != int(ms):
         raise InvalidJobError(f"{what} must be a whole number of milliseconds, got {value!r}")
     return int(ms)

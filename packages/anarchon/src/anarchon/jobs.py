@@ -6,17 +6,17 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from anarchon.context import RunContext
-from anarchon.durations import Duration, to_ms
+from anarchon.durations import to_ms
 from anarchon.errors import InvalidJobError, UnsupportedError
 from anarchon.schedules import Schedule
 from anarchon.types import JobLimits
 
 __all__ = ["DEFAULTS", "LEASE_OPTIONS", "Handler", "Job", "build_job", "validate_name"]
 
-Handler = Callable[[RunContext], Union[Awaitable[None], None]]
+Handler = Callable[[RunContext], Awaitable[None] | None]
 """A job's handler: ``async def h(ctx)`` or ``def h(ctx)`` (run in a thread)."""
 
 DEFAULTS: Mapping[str, Any] = {
@@ -141,7 +141,9 @@ def build_job(
     jitter_ms = _duration(options, "jitter")
     max_late_ms = _duration(options, "max_late")
     catch_up_ms = _duration(options, "catch_up")
-    assert jitter_ms is not None and max_late_ms is not None and catch_up_ms is not None
+    assert jitter_ms is not None
+    assert max_late_ms is not None
+    assert catch_up_ms is not None
     timeout_ms = _duration(options, "timeout", allow_none=True)
     if timeout_ms == 0:
         raise InvalidJobError(f"option timeout of job {name!r} must be positive")

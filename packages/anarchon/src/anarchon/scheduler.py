@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
@@ -68,7 +69,14 @@ class _Run:
     )
 
     def __init__(
-        self, job: Job, ctx: RunContext, task: asyncio.Task[Any] | None, *, leased: bool, lease_until: float = 0.0, next_beat: float = 0.0
+        self,
+        job: Job,
+        ctx: RunContext,
+        task: asyncio.Task[Any] | None,
+        *,
+        leased: bool,
+        lease_until: float = 0.0,
+        next_beat: float = 0.0,
     ) -> None:
         self.job = job
         self.ctx = ctx
@@ -153,7 +161,9 @@ class Scheduler:
         return self._runs is not None
 
     @overload
-    def every(self, name: str, interval: Duration | Every, handler: None = None, **options: Any) -> Callable[[H], H]: ...
+    def every(
+        self, name: str, interval: Duration | Every, handler: None = None, **options: Any
+    ) -> Callable[[H], H]: ...
     @overload
     def every(self, name: str, interval: Duration | Every, handler: H, **options: Any) -> H: ...
 
@@ -165,9 +175,19 @@ class Scheduler:
         return self._register(name, schedule, handler, options)
 
     @overload
-    def cron(self, name: str, expression: str | Cron, handler: None = None, *, tz: str = "UTC", **options: Any) -> Callable[[H], H]: ...
+    def cron(
+        self,
+        name: str,
+        expression: str | Cron,
+        handler: None = None,
+        *,
+        tz: str = "UTC",
+        **options: Any,
+    ) -> Callable[[H], H]: ...
     @overload
-    def cron(self, name: str, expression: str | Cron, handler: H, *, tz: str = "UTC", **options: Any) -> H: ...
+    def cron(
+        self, name: str, expression: str | Cron, handler: H, *, tz: str = "UTC", **options: Any
+    ) -> H: ...
 
     def cron(
         self,
@@ -198,7 +218,9 @@ class Scheduler:
     def add(self, name: str, schedule: Schedule, handler: Handler, **options: Any) -> Job:
         """Register a job with a schedule object; validated now, effective at once if started."""
         if not isinstance(schedule, Schedule):
-            raise InvalidJobError(f"schedule of job {name!r} must be Every or Cron, got {schedule!r}")
+            raise InvalidJobError(
+                f"schedule of job {name!r} must be Every or Cron, got {schedule!r}"
+            )
         job = build_job(name, schedule, handler, options, leases=self.leases)
         if name in self._jobs:
             raise DuplicateJobError(f"job {name!r} is already registered")
@@ -250,7 +272,9 @@ class Scheduler:
         self._started = True
         self._loop_task = asyncio.create_task(self._main_loop(), name="anarchon-scheduler")
         if self._runs is not None:
-            self._heartbeat_task = asyncio.create_task(self._heartbeat_loop(), name="anarchon-heartbeats")
+            self._heartbeat_task = asyncio.create_task(
+                self._heartbeat_loop(), name="anarchon-heartbeats"
+            )
         self.log.info(
             "anarchon scheduler %s started on %s with %d job(s)",
             self.instance_id,
@@ -306,14 +330,18 @@ class Scheduler:
             await self._sync_clock()
         token = _new_token()
         slot = self._now_ms()
-        claim = ClaimInput(name, slot, token, self.instance_id, job.history_size, job.history_ttl_ms)
+        claim = ClaimInput(
+            name, slot, token, self.instance_id, job.history_size, job.history_ttl_ms
+        )
         chosen = await self.backend.record_manual_run(claim)
         if chosen is not None:
             slot = chosen
         ctx = RunContext(name, slot, self.instance_id, 1, token, manual=True)
         run = _Run(job, ctx, asyncio.current_task(), leased=False)
         status, error, started, finished = await self._invoke(run)
-        result = StoredResult(slot, token, self.instance_id, status, started, finished, error, 1, True)
+        result = StoredResult(
+            slot, token, self.instance_id, status, started, finished, error, 1, True
+        )
         await self.backend.save_result(name, result, job.history_size, job.history_ttl_ms)
         return RunRecord(
             job=name,
@@ -377,7 +405,9 @@ class Scheduler:
         if not self._outage:
             self._outage = True
             self.log.warning(
-                "anarchon: store %s unreachable (%s); retrying with backoff", self.backend.name, error
+                "anarchon: store %s unreachable (%s); retrying with backoff",
+                self.backend.name,
+                error,
             )
 
     def _note_recovered(self) -> None:
@@ -415,7 +445,9 @@ class Scheduler:
 
     # Internals: the wake-up loop --------------------------------------
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str = "anarchon-task") -> asyncio.Task[Any]:
+    def _spawn(
+        self, coro: Coroutine[Any, Any, Any], name: str = "anarchon-task"
+    ) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -433,7 +465,9 @@ class Scheduler:
         now = self._now_ms()
         self._timetable.add(job.name, job.schedule._compiled, job.jitter_ms, now, job.max_late_ms)
         if job.catch_up_ms > job.max_late_ms and self._runs is not None:
-            slot = job.schedule._compiled.latest_between(now - job.catch_up_ms, now - job.max_late_ms - 1)
+            slot = job.schedule._compiled.latest_between(
+                now - job.catch_up_ms, now - job.max_late_ms - 1
+            )
             if slot is not None:
                 self._spawn(self._run_slot(job, slot, slot + job.catch_up_ms), "anarchon-run")
         self._poke()
@@ -460,10 +494,8 @@ class Scheduler:
                 await asyncio.sleep(0)
                 continue
             self._wake.clear()
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
 
     # Internals: one slot ---------------------------------------------
 
@@ -471,7 +503,9 @@ class Scheduler:
         """Claim ``(job, slot)`` and run it if this instance wins."""
         token = _new_token()
         if self._runs is None:
-            claim = ClaimInput(job.name, slot, token, self.instance_id, job.history_size, job.history_ttl_ms)
+            claim = ClaimInput(
+                job.name, slot, token, self.instance_id, job.history_size, job.history_ttl_ms
+            )
             won = await self._store(lambda: self.backend.claim(claim), deadline_ms)
             if won is _GAVE_UP or not won:
                 return
@@ -507,7 +541,12 @@ class Scheduler:
                     await self._store(lambda: runs.release(job.name, slot, token))
                     return
                 await self._execute(
-                    job, slot, token, outcome.attempt, leased=True, lease_until=sent + self.lease_ms / 1000
+                    job,
+                    slot,
+                    token,
+                    outcome.attempt,
+                    leased=True,
+                    lease_until=sent + self.lease_ms / 1000,
                 )
                 return
             if kind == "overlap":
@@ -532,7 +571,14 @@ class Scheduler:
             request = replace(request, create=False)
 
     async def _execute(
-        self, job: Job, slot: int, token: str, attempt: int, *, leased: bool, lease_until: float = 0.0
+        self,
+        job: Job,
+        slot: int,
+        token: str,
+        attempt: int,
+        *,
+        leased: bool,
+        lease_until: float = 0.0,
     ) -> None:
         ctx = RunContext(job.name, slot, self.instance_id, attempt, token)
         run = _Run(
@@ -562,16 +608,25 @@ class Scheduler:
             if run.handing_over:
                 released = await self._store(lambda: runs.release(job.name, slot, token))
                 self.log.info(
-                    "anarchon: %s slot %d handed over on stop (released=%s)", job.name, slot, released
+                    "anarchon: %s slot %d handed over on stop (released=%s)",
+                    job.name,
+                    slot,
+                    released,
                 )
                 return
-            finished_ok = await self._store(lambda: runs.finish(job.name, slot, token, status, error))
+            finished_ok = await self._store(
+                lambda: runs.finish(job.name, slot, token, status, error)
+            )
             if finished_ok is _GAVE_UP or not finished_ok:
                 self.log.warning(
-                    "anarchon: %s slot %d: lease lost before finish; result not stored", job.name, slot
+                    "anarchon: %s slot %d: lease lost before finish; result not stored",
+                    job.name,
+                    slot,
                 )
                 return
-        result = StoredResult(slot, token, self.instance_id, status, started, finished, error, attempt)
+        result = StoredResult(
+            slot, token, self.instance_id, status, started, finished, error, attempt
+        )
         await self._store(
             lambda: self.backend.save_result(job.name, result, job.history_size, job.history_ttl_ms)
         )
@@ -581,7 +636,9 @@ class Scheduler:
         job, ctx = run.job, run.ctx
         loop = asyncio.get_running_loop()
         if job.timeout_ms is not None:
-            run.timeout_timer = loop.call_later(job.timeout_ms / 1000, self._cancel_run, run, "timeout")
+            run.timeout_timer = loop.call_later(
+                job.timeout_ms / 1000, self._cancel_run, run, "timeout"
+            )
         started = self._now_ms()
         status, error = "ok", None
         run.in_handler = True
@@ -737,8 +794,6 @@ class SchedulerThread:
         """Stop the scheduler with hand-over and wait for the thread (sync)."""
         loop, event = self._loop, self._stop_event
         if loop is not None and event is not None and not loop.is_closed():
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # loop already closed
-                pass
         self._thread.join(timeout)
