@@ -549,6 +549,21 @@ fn nearest_weekday(day: u32, len: u32, wd1: u32) -> u32 {
 fn build_day_table(p: &Parsed) -> [u32; 28] {
     let mut table = [0u32; 28];
     for wd1 in 0..7u32 {
+        // Day-of-week matches over 31 days: plain weekdays and `n#k`; the
+        // last-weekday (`nL`) days depend on the month length, added below.
+        let mut week = 0u32;
+        if !p.dow_unrestricted {
+            let mut wd = wd1 as usize;
+            for d in 1..=31u32 {
+                let nth = (d - 1) / 7 + 1;
+                let plain = p.dow.mask & (1 << wd) != 0;
+                let nth_hit = p.dow.nth.get(wd).is_some_and(|k| k & (1 << nth) != 0);
+                if plain || nth_hit {
+                    week |= 1 << d;
+                }
+                wd = if wd == 6 { 0 } else { wd + 1 };
+            }
+        }
         for len in 28..=31u32 {
             let valid = ((1u64 << (len + 1)) - 2) as u32;
             let mut dom = (p.dom.mask as u32) & valid;
@@ -558,19 +573,20 @@ fn build_day_table(p: &Parsed) -> [u32; 28] {
             if p.dom.last_weekday {
                 dom |= 1 << nearest_weekday(len, len, wd1);
             }
-            for n in 1..=31u32 {
-                if p.dom.nearest_weekday & (1 << n) != 0 {
-                    dom |= 1 << nearest_weekday(n, len, wd1);
-                }
+            let mut w_days = p.dom.nearest_weekday;
+            while w_days != 0 {
+                let n = w_days.trailing_zeros();
+                w_days &= w_days - 1;
+                dom |= 1 << nearest_weekday(n, len, wd1);
             }
-            let mut dow = 0u32;
-            for d in 1..=len {
-                let wd = ((wd1 + d - 1) % 7) as usize;
-                let nth = (d - 1) / 7 + 1;
-                let plain = p.dow.mask & (1 << wd) != 0;
-                let nth_hit = p.dow.nth.get(wd).is_some_and(|k| k & (1 << nth) != 0);
-                let last_hit = p.dow.last_dow & (1 << wd) != 0 && d + 7 > len;
-                if plain || nth_hit || last_hit {
+            let mut dow = week;
+            // `nL`: the last seven days of the month hold each weekday once.
+            for d in (len - 6)..=len {
+                if p.dow.last_dow == 0 {
+                    break;
+                }
+                let wd = (wd1 + d - 1) % 7;
+                if p.dow.last_dow & (1 << wd) != 0 {
                     dow |= 1 << d;
                 }
             }
