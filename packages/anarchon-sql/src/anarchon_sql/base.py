@@ -1,0 +1,828 @@
+"""``SqlBackend``: tables, the claim transaction, leases and history on any SQL database.
+
+A subclass supplies a connection (:meth:`SqlBackend.connect` → ``(client,
+owned)``), a server check (:meth:`SqlBackend.check_server`) and a
+:class:`~anarchon_sql.dialect.SqlDialect`. Everything else lives here, written
+once in neutral SQL (``?`` placeholders, ``ON CONFLICT``, ``RETURNING``).
+
+Tables (``<p>`` is the table prefix, default ``anarchon_``):
+
+================  ==========================================================
+``<p>meta``       ``store_format`` marker and schema digest
+``<p>runs``       lease state per ``(job, slot)``: attempt, token, status,
+                  runner, lease expiry (server clock), start/finish times
+``<p>claims``     one row per won attempt and per manual run (history)
+``<p>results``    one row per ended attempt (history)
+``<p>jobs``       per job: a counter of saved results (drives trimming)
+================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import hashlib
+import inspect
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from anarchon.backend import STORE_FORMAT, Backend, RunStore
+from anarchon.errors import InvalidConfigError, StoreFormatError
+from anarchon.history import build_history
+from anarchon.types import (
+    ActiveRun,
+    ClaimInput,
+    ClaimOutcome,
+    ClaimRecord,
+    JobLimits,
+    RunClaim,
+    RunRecord,
+    StoredResult,
+)
+
+from anarchon_sql.client import Row, SqlClient
+from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
+
+__all__ = ["PLAIN_CLAIM_LEASE_MS", "RETENTION_MARGIN_MS", "SqlBackend", "SqlRunStore"]
+
+PLAIN_CLAIM_LEASE_MS = 86_400_000
+"""Lease of a plain :meth:`SqlBackend.claim` (one attempt, no heartbeats): one day."""
+
+RETENTION_MARGIN_MS = 60_000
+"""Extra time finished run state is kept beyond what late and catch-up claims need."""
+
+_FORMAT_KEY = "store_format"
+_SCHEMA_KEY = "schema"
+
+
+class _Statements:
+    """Every statement the backend runs, built once per (dialect, prefix), placeholders converted."""
+
+    def __init__(self, dialect: SqlDialect, tables: SqlTables) -> None:
+        if not dialect.now_ms:
+            raise InvalidConfigError(
+                f"{type(dialect).__name__}.now_ms must be an SQL expression reading the server clock"
+            )
+        q = dialect.placeholders
+        now = dialect.now_ms
+        runs, claims, results, jobs, meta = (
+            tables.runs,
+            tables.claims,
+            tables.results,
+            tables.jobs,
+            tables.meta,
+        )
+        keep_running = (
+            f"NOT EXISTS (SELECT 1 FROM {runs} AS r WHERE r.job = {{t}}.job"
+            f" AND r.slot = {{t}}.slot AND r.status = 'running')"
+        )
+        self.now = q(f"SELECT {now}")
+        # Meta and set-up.
+        self.create_meta = (
+            f"CREATE TABLE IF NOT EXISTS {meta} ("
+            f"key {dialect.text} PRIMARY KEY, value {dialect.text} NOT NULL)"
+        )
+        self.meta_get = q(f"SELECT key, value FROM {meta}")
+        self.meta_put = q(
+            f"INSERT INTO {meta} (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
+        self.prepare_job = q(
+            f"INSERT INTO {jobs} (job, saves) VALUES (?, 0) ON CONFLICT (job) DO NOTHING"
+        )
+        # The claim transaction (generic path).
+        self.run_row = q(
+            "SELECT attempt, max_attempts, token, status, runner, lease_expires_at,"
+            f" started_at, released FROM {runs} WHERE job = ? AND slot = ?{dialect.for_update}"
+        )
+        self.live_older = q(
+            f"SELECT runner, lease_expires_at FROM {runs} WHERE job = ? AND status = 'running'"
+            " AND slot < ? AND lease_expires_at > ? ORDER BY slot DESC LIMIT 1"
+        )
+        self.insert_run = q(
+            f"INSERT INTO {runs} (job, slot, attempt, max_attempts, token, status, runner,"
+            " lease_expires_at, started_at, finished_at, released)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
+        )
+        self.insert_claim = q(
+            f"INSERT INTO {claims} (job, token, slot, attempt, instance_id, claimed_at, manual)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, slot, token) DO NOTHING"
+        )
+        self.insert_result = q(
+            f"INSERT INTO {results} (job, token, slot, attempt, instance_id, status, reason,"
+            " started_at, finished_at, error, manual) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (job, slot, token) DO NOTHING"
+        )
+        self.extend_lease = q(f"UPDATE {runs} SET lease_expires_at = ? WHERE job = ? AND slot = ?")
+        self.take_over = q(
+            f"UPDATE {runs} SET attempt = ?, token = ?, runner = ?, lease_expires_at = ?,"
+            " max_attempts = ?, started_at = ?, released = 0, end_reason = NULL"
+            " WHERE job = ? AND slot = ?"
+        )
+        self.end_run = q(
+            f"UPDATE {runs} SET status = ?, finished_at = ?, end_reason = ?"
+            " WHERE job = ? AND slot = ?"
+        )
+        # Leases.
+        self.heartbeat = q(
+            f"UPDATE {runs} SET lease_expires_at = {now} + ? WHERE job = ? AND slot = ?"
+            " AND token = ? AND status = 'running' AND released = 0 RETURNING lease_expires_at"
+        )
+        self.finish = q(
+            f"UPDATE {runs} SET status = 'finished', finished_at = {now}, outcome = ?, error = ?"
+            " WHERE job = ? AND slot = ? AND token = ? AND status = 'running' AND released = 0"
+            " RETURNING slot"
+        )
+        self.state_of = q(
+            f"SELECT status, end_reason FROM {runs} WHERE job = ? AND slot = ? AND token = ?"
+        )
+        self.release_row = q(
+            f"SELECT {now}, attempt, max_attempts, runner, started_at, status, released,"
+            f" end_reason FROM {runs} WHERE job = ? AND slot = ? AND token = ?{dialect.for_update}"
+        )
+        self.release_lease = q(
+            f"UPDATE {runs} SET lease_expires_at = ?, released = 1, end_reason = 'handed_over'"
+            " WHERE job = ? AND slot = ?"
+        )
+        self.active = q(
+            f"SELECT {now}, slot, attempt, runner, lease_expires_at, token FROM {runs}"
+            " WHERE job = ? AND status = 'running' ORDER BY slot"
+        )
+        # History.
+        self.manual_claim = q(
+            f"INSERT INTO {claims} (job, token, slot, attempt, instance_id, claimed_at, manual)"
+            f" VALUES (?, ?, ?, 1, ?, {now}, 1) ON CONFLICT (job, slot, token) DO NOTHING"
+        )
+        self.finish_plain = q(
+            f"UPDATE {runs} SET status = 'finished', finished_at = {now}, outcome = ?, error = ?"
+            " WHERE job = ? AND slot = ? AND token = ? AND status = 'running'"
+        )
+        self.upsert_result = q(
+            f"INSERT INTO {results} (job, token, slot, attempt, instance_id, status, reason,"
+            " started_at, finished_at, error, manual) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (job, slot, token) DO UPDATE SET slot = excluded.slot,"
+            " attempt = excluded.attempt, instance_id = excluded.instance_id,"
+            " status = excluded.status, reason = excluded.reason,"
+            " started_at = excluded.started_at, finished_at = excluded.finished_at,"
+            " error = excluded.error, manual = excluded.manual"
+        )
+        self.count_save = q(
+            f"INSERT INTO {jobs} (job, saves) VALUES (?, 1)"
+            f" ON CONFLICT (job) DO UPDATE SET saves = {jobs}.saves + 1 RETURNING saves"
+        )
+        self.cut = q(
+            f"SELECT slot FROM {results} WHERE job = ? ORDER BY slot DESC LIMIT 1 OFFSET ?"
+        )
+        self.trim_results = q(
+            f"DELETE FROM {results} WHERE job = ? AND slot < ? AND "
+            + keep_running.format(t=results)
+        )
+        self.trim_claims = q(
+            f"DELETE FROM {claims} WHERE job = ? AND slot < ? AND " + keep_running.format(t=claims)
+        )
+        self.trim_runs = q(
+            f"DELETE FROM {runs} WHERE job = ? AND slot < ? AND status <> 'running'"
+            f" AND slot < {now} - ?"
+        )
+        self.ttl_results = q(
+            f"DELETE FROM {results} WHERE job = ? AND slot < {now} - ? AND "
+            + keep_running.format(t=results)
+        )
+        self.ttl_claims = q(
+            f"DELETE FROM {claims} WHERE job = ? AND slot < {now} - ? AND "
+            + keep_running.format(t=claims)
+        )
+        self.history_claims = q(
+            f"SELECT slot, token, instance_id, claimed_at, manual, attempt FROM {claims}"
+            " WHERE job = ? ORDER BY slot DESC, attempt DESC LIMIT ?"
+        )
+        self.history_results = q(
+            "SELECT slot, token, instance_id, status, started_at, finished_at, error, attempt,"
+            f" manual, reason FROM {results} WHERE job = ? ORDER BY slot DESC, attempt DESC LIMIT ?"
+        )
+
+
+def _ddl(dialect: SqlDialect, tables: SqlTables) -> list[str]:
+    """The tables and indexes (``IF NOT EXISTS``), then the dialect's extra DDL."""
+    big, text = dialect.bigint, dialect.text
+    t = tables
+    return [
+        f"CREATE TABLE IF NOT EXISTS {t.runs} ("
+        f"job {text} NOT NULL, slot {big} NOT NULL, attempt INTEGER NOT NULL,"
+        f" max_attempts INTEGER NOT NULL, token {text} NOT NULL, status {text} NOT NULL,"
+        f" runner {text} NOT NULL, lease_expires_at {big} NOT NULL, started_at {big} NOT NULL,"
+        f" finished_at {big}, released INTEGER NOT NULL DEFAULT 0, end_reason {text},"
+        f" outcome {text}, error {text}, PRIMARY KEY (job, slot))",
+        f"CREATE INDEX IF NOT EXISTS {t('runs_status')} ON {t.runs} (job, status, slot)",
+        f"CREATE TABLE IF NOT EXISTS {t.claims} ("
+        f"job {text} NOT NULL, token {text} NOT NULL, slot {big} NOT NULL,"
+        f" attempt INTEGER NOT NULL, instance_id {text} NOT NULL, claimed_at {big} NOT NULL,"
+        f" manual INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job, slot, token))",
+        f"CREATE TABLE IF NOT EXISTS {t.results} ("
+        f"job {text} NOT NULL, token {text} NOT NULL, slot {big} NOT NULL,"
+        f" attempt INTEGER NOT NULL, instance_id {text} NOT NULL, status {text} NOT NULL,"
+        f" reason {text}, started_at {big}, finished_at {big}, error {text},"
+        f" manual INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job, slot, token))",
+        f"CREATE TABLE IF NOT EXISTS {t.jobs} ("
+        f"job {text} PRIMARY KEY, saves {big} NOT NULL DEFAULT 0)",
+        *dialect.extra_tables(tables),
+    ]
+
+
+def _outcome(row: Row) -> ClaimOutcome:
+    kind, attempt, runner, lease, _token = row
+    return ClaimOutcome(
+        str(kind),
+        int(attempt or 0),
+        None if runner is None else str(runner),
+        None if lease is None else int(lease),
+    )
+
+
+class SqlRunStore(RunStore):
+    """The leases of a :class:`SqlBackend` (SPEC §5); every step is one transaction.
+
+    Lease times are computed with the database server's clock
+    (``dialect.now_ms``), never with an instance's clock.
+    """
+
+    def __init__(self, backend: SqlBackend) -> None:
+        self._backend = backend
+
+    async def claim(self, claim: RunClaim) -> ClaimOutcome:
+        """Walk the claim tree of SPEC §5 in one transaction and return its outcome."""
+        return _outcome(await self._backend._claim_row(claim))
+
+    async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
+        """Extend the lease to server time + ``lease_ms`` if ``token`` still owns the run."""
+        b = self._backend
+        client = await b._ready()
+        rows = await client.all(b._sql.heartbeat, (int(lease_ms), job, int(slot), token))
+        return bool(rows)
+
+    async def finish(
+        self, job: str, slot: int, token: str, status: str, error: str | None = None
+    ) -> bool:
+        """Mark the run finished with ``status`` if ``token`` still owns it (state only).
+
+        The scheduler stores the result with :meth:`SqlBackend.save_result`
+        after a successful ``finish``. A retried finish is answered True again.
+        """
+        b = self._backend
+        client = await b._ready()
+        rows = await client.all(b._sql.finish, (status, error, job, int(slot), token))
+        if rows:
+            return True
+        rows = await client.all(b._sql.state_of, (job, int(slot), token))
+        return bool(rows) and rows[0][0] == "finished"
+
+    async def release(self, job: str, slot: int, token: str) -> bool:
+        """End ``token``'s lease now so a backup takes over at its next re-check (hand-over).
+
+        The released attempt is recorded ``interrupted`` (reason
+        ``handed_over``); on the last attempt the run is marked interrupted,
+        so no backup starts it again. A retried release is answered True again.
+        """
+        b = self._backend
+        client = await b._ready()
+        return await client.transaction(lambda tx: b._release_tx(tx, job, int(slot), token))
+
+    async def now_ms(self) -> int:
+        """The database server's clock, in ms since the epoch."""
+        return await self._backend._server_now()
+
+    async def active(self, job: str) -> list[ActiveRun]:
+        """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
+        b = self._backend
+        client = await b._ready()
+        rows = await client.all(b._sql.active, (job,))
+        return [
+            ActiveRun(
+                slot=int(slot),
+                attempt=int(attempt),
+                runner=str(runner),
+                lease_expires_at=int(lease),
+                live=int(lease) > int(now),
+                token=str(token),
+            )
+            for now, slot, attempt, runner, lease, token in rows
+        ]
+
+
+class SqlBackend(Backend):
+    """Abstract base of the SQL backends: tables, claims, leases and history.
+
+    Subclasses implement :meth:`connect` and may override :meth:`check_server`
+    and :meth:`describe`; they pass a :class:`SqlDialect` to ``__init__``.
+    Options common to every SQL backend:
+
+    - ``table_prefix`` (default ``"anarchon_"``): prefix of every table, index
+      and function; validated as an SQL identifier (``InvalidConfigError``).
+
+    The backend is a lease backend (``runs``), remembers claims as long as
+    late and catch-up claims may ask (``dedupe_window_ms = inf``), and writes
+    a store format marker, refusing a newer one (``ANARCHON_STORE_FORMAT``).
+    """
+
+    name: ClassVar[str] = "sql"
+    dedupe_window_ms: float = math.inf
+    runs: SqlRunStore
+
+    def __init__(self, *, dialect: SqlDialect, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:
+        if not isinstance(dialect, SqlDialect):
+            raise InvalidConfigError(f"dialect must be a SqlDialect, not {type(dialect).__name__}")
+        self.dialect = dialect
+        self.tables = SqlTables(table_prefix)
+        self._sql = _Statements(dialect, self.tables)
+        claim_sql = dialect.claim_statement(self.tables)
+        self._claim_sql = None if claim_sql is None else dialect.placeholders(claim_sql)
+        self.runs = SqlRunStore(self)
+        self._client: SqlClient | None = None
+        self._owned = False
+        self._init_lock: asyncio.Lock | None = None
+        self._retention: dict[str, int] = {}
+
+    # To implement or override -----------------------------------------
+
+    @abc.abstractmethod
+    async def connect(self) -> tuple[SqlClient, bool]:
+        """Open (or adopt) the connection: ``(client, owned)``.
+
+        ``owned`` is True when the backend opened it and must close it in
+        :meth:`close`; a connection the user passed in is never closed.
+        A connection failure is raised as ``BackendUnavailableError`` with the
+        driver error chained.
+        """
+
+    async def check_server(self, client: SqlClient) -> None:
+        """Check the server (version, settings); raise ``BackendUnavailableError`` to refuse it."""
+        return None
+
+    async def close_client(self, client: SqlClient) -> None:
+        """Close a client the backend opened: calls its ``close()`` (awaited if a coroutine)."""
+        close = getattr(client, "close", None)
+        if callable(close):
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+
+    def describe(self) -> str:
+        """Where the store is, for messages (never with a password)."""
+        return type(self).__name__
+
+    # Lifecycle ----------------------------------------------------------
+
+    @property
+    def client(self) -> SqlClient | None:
+        """The connected :class:`SqlClient` (None before :meth:`init` and after :meth:`close`)."""
+        return self._client
+
+    async def init(self) -> None:
+        """Connect, check the server, create the tables and check the store format. Idempotent.
+
+        Safe to run from many processes at once: the set-up is one transaction
+        serialised by ``dialect.serialize``, and "already exists" races are
+        retried.
+        """
+        if self._client is not None:
+            return
+        if self._init_lock is None:
+            self._init_lock = asyncio.Lock()
+        async with self._init_lock:
+            if self._client is not None:
+                return
+            client, owned = await self.connect()
+            try:
+                await self.check_server(client)
+                await self._install(client)
+            except BaseException:
+                if owned:
+                    await self.close_client(client)
+                raise
+            self._client, self._owned = client, owned
+
+    async def close(self) -> None:
+        """Close the connection if the backend opened it; a user's connection stays open."""
+        client, owned = self._client, self._owned
+        self._client, self._owned = None, False
+        self._init_lock = None
+        if client is not None and owned:
+            await self.close_client(client)
+
+    async def _ready(self) -> SqlClient:
+        if self._client is None:
+            await self.init()
+        assert self._client is not None
+        return self._client
+
+    async def _install(self, client: SqlClient) -> None:
+        for attempt in range(5):
+            try:
+                await client.transaction(self._install_tx)
+                return
+            except Exception as error:
+                if attempt < 4 and self.dialect.is_already_created(error):
+                    await asyncio.sleep(0.05 * (attempt + 1))
+                    continue
+                raise
+
+    async def _install_tx(self, tx: SqlClient) -> None:
+        await self.dialect.serialize(tx, self.tables.prefix + "init")
+        await tx.all(self._sql.create_meta, ())
+        meta = {str(k): str(v) for k, v in await tx.all(self._sql.meta_get, ())}
+        found = meta.get(_FORMAT_KEY)
+        if found is not None:
+            try:
+                version = int(found)
+            except ValueError:
+                version = -1
+            if version < 0 or version > STORE_FORMAT:
+                raise StoreFormatError(
+                    f"the tables {self.tables.prefix}* at {self.describe()} hold store format"
+                    f" {found!r}; this anarchon-sql reads format {STORE_FORMAT} at most:"
+                    " upgrade anarchon-sql on this instance"
+                )
+        ddl = _ddl(self.dialect, self.tables)
+        digest = hashlib.sha256("\n;\n".join(ddl).encode()).hexdigest()[:16]
+        if found == str(STORE_FORMAT) and meta.get(_SCHEMA_KEY) == digest:
+            return
+        for statement in ddl:
+            await tx.all(statement, ())
+        await tx.all(self._sql.meta_put, (_FORMAT_KEY, str(STORE_FORMAT)))
+        await tx.all(self._sql.meta_put, (_SCHEMA_KEY, digest))
+
+    # Backend --------------------------------------------------------------
+
+    async def prepare_job(self, job: str, history_size: int) -> None:
+        """Register the job's counter row (idempotent)."""
+        client = await self._ready()
+        await client.all(self._sql.prepare_job, (job,))
+
+    def check_job(self, limits: JobLimits) -> None:
+        """Accept every job; learn how long late and catch-up claims may ask for a slot.
+
+        Finished run state is kept at least ``max(max_late, catch_up) + jitter``
+        plus a minute (and never trimmed while running); without this call it
+        is kept as long as its history.
+        """
+        needed = (
+            max(limits.max_late_ms, limits.catch_up_ms or 0)
+            + limits.jitter_ms
+            + RETENTION_MARGIN_MS
+        )
+        self._retention[limits.job] = max(self._retention.get(limits.job, 0), needed)
+
+    async def claim(self, input: ClaimInput) -> bool:
+        """True for exactly one token per ``(job, slot)``, and again for that token.
+
+        Equals ``runs.claim()`` with ``create=True``, no overlap check, one
+        attempt and a one-day lease, mapped to a bool. The claim is itself the
+        history record.
+        """
+        row = await self._claim_row(
+            RunClaim(
+                job=input.job,
+                slot=input.slot,
+                token=input.token,
+                instance_id=input.instance_id,
+                lease_ms=PLAIN_CLAIM_LEASE_MS,
+                max_attempts=1,
+                overlap=True,
+                deadline_ms=None,
+                create=True,
+                history_size=input.history_size,
+                history_ttl_ms=input.history_ttl_ms,
+            )
+        )
+        return row[0] == "won" or row[4] == input.token
+
+    async def record_manual_run(self, input: ClaimInput) -> int | None:
+        """Record a manual run (never de-duplicated); the slot is kept as given."""
+        client = await self._ready()
+        await client.all(
+            self._sql.manual_claim, (input.job, input.token, int(input.slot), input.instance_id)
+        )
+        return None
+
+    async def save_result(
+        self,
+        job: str,
+        result: StoredResult,
+        history_size: int,
+        history_ttl_ms: int | None = None,
+    ) -> None:
+        """Store how a run ended, then trim history (about ``history_size`` runs, and the TTL).
+
+        A plain claim's run state is marked finished too. Trimming by count
+        runs every ``history_size // 2`` saves of the job and keeps the newest
+        ``history_size`` results, so between N and 2N runs are kept; records of
+        a run still in progress are never trimmed.
+        """
+        client = await self._ready()
+        await client.transaction(
+            lambda tx: self._save_tx(tx, job, result, history_size, history_ttl_ms)
+        )
+
+    async def history(self, job: str, limit: int) -> list[RunRecord]:
+        """Recent runs of ``job`` on all instances, newest first (one record per attempt)."""
+        if limit <= 0:
+            return []
+        client = await self._ready()
+        fetch = int(limit) + 8
+        claim_rows = await client.all(self._sql.history_claims, (job, fetch))
+        result_rows = await client.all(self._sql.history_results, (job, fetch))
+        claims = [
+            ClaimRecord(
+                job=job,
+                slot=int(slot),
+                token=str(token),
+                instance_id=str(instance),
+                at=int(at),
+                manual=bool(manual),
+                attempt=int(attempt),
+            )
+            for slot, token, instance, at, manual, attempt in claim_rows
+        ]
+        results = [
+            StoredResult(
+                slot=int(slot),
+                token=str(token),
+                instance_id=str(instance),
+                status=str(status),
+                started_at=None if started is None else int(started),
+                finished_at=None if finished is None else int(finished),
+                error=error,
+                attempt=int(attempt),
+                manual=bool(manual),
+                reason=reason,
+            )
+            for (
+                slot,
+                token,
+                instance,
+                status,
+                started,
+                finished,
+                error,
+                attempt,
+                manual,
+                reason,
+            ) in result_rows
+        ]
+        return build_history(job, claims, results, limit)
+
+    async def now_ms(self) -> int:
+        """The database server's clock in ms."""
+        return await self._server_now()
+
+    # Internals -------------------------------------------------------------
+
+    async def _server_now(self) -> int:
+        client = await self._ready()
+        rows = await client.all(self._sql.now, ())
+        return int(rows[0][0])
+
+    def _claim_params(self, c: RunClaim) -> tuple[Any, ...]:
+        return (
+            c.job,
+            int(c.slot),
+            c.token,
+            c.instance_id,
+            int(c.lease_ms),
+            int(c.max_attempts),
+            bool(c.overlap),
+            None if c.deadline_ms is None else int(c.deadline_ms),
+            bool(c.create),
+        )
+
+    async def _claim_row(self, c: RunClaim) -> Row:
+        """``(kind, attempt, runner, lease_expires_at, stored_token)`` of one claim."""
+        client = await self._ready()
+        if self._claim_sql is not None:
+            rows = await self._claim_statement(client, self._claim_sql, self._claim_params(c))
+            return tuple(rows[0])
+        return await client.transaction(lambda tx: self._claim_tx(tx, c))
+
+    async def _claim_statement(
+        self, client: SqlClient, sql: str, params: Sequence[Any]
+    ) -> list[Row]:
+        """Run the dialect's one-statement claim (a subclass may wrap it in a transaction)."""
+        return await client.all(sql, params)
+
+    async def _claim_tx(self, tx: SqlClient, c: RunClaim) -> Row:
+        """The claim tree of SPEC §5 as statements inside one transaction (generic path)."""
+        s = self._sql
+        await self.dialect.serialize(tx, self.tables.prefix + "job:" + c.job)
+        now = int((await tx.all(s.now, ()))[0][0])
+        rows = await tx.all(
+            s.run_row,
+            (
+                c.job,
+                c.slot,
+            ),
+        )
+        if not rows:
+            if c.deadline_ms is not None and now > c.deadline_ms:
+                return ("late", 0, None, None, None)
+            if not c.create:
+                return ("none", 0, None, None, None)
+            if not c.overlap:
+                live = await tx.all(s.live_older, (c.job, c.slot, now))
+                if live:
+                    runner, lease = live[0]
+                    await tx.all(
+                        s.insert_run,
+                        (
+                            c.job,
+                            c.slot,
+                            0,
+                            c.max_attempts,
+                            c.token,
+                            "skipped",
+                            c.instance_id,
+                            now,
+                            now,
+                            now,
+                        ),
+                    )
+                    await tx.all(
+                        s.insert_result,
+                        (
+                            c.job,
+                            c.token,
+                            c.slot,
+                            1,
+                            c.instance_id,
+                            "skipped",
+                            "overlap",
+                            now,
+                            now,
+                            None,
+                            0,
+                        ),
+                    )
+                    return ("overlap", 0, runner, lease, c.token)
+            lease = now + c.lease_ms
+            await tx.all(
+                s.insert_run,
+                (
+                    c.job,
+                    c.slot,
+                    1,
+                    c.max_attempts,
+                    c.token,
+                    "running",
+                    c.instance_id,
+                    lease,
+                    now,
+                    None,
+                ),
+            )
+            await tx.all(s.insert_claim, (c.job, c.token, c.slot, 1, c.instance_id, now, 0))
+            return ("won", 1, c.instance_id, lease, c.token)
+        attempt, _max, token, status, runner, lease, started, released = rows[0]
+        attempt, lease, started = int(attempt), int(lease), int(started)
+        released = bool(released)
+        if token == c.token and status == "running" and not released:
+            new_lease = max(lease, now + c.lease_ms)
+            if new_lease != lease:
+                await tx.all(s.extend_lease, (new_lease, c.job, c.slot))
+            return ("won", attempt, runner, new_lease, token)
+        if status != "running" or token == c.token:
+            return ("done", attempt, runner, lease, token)
+        if lease > now:
+            return ("running", attempt, runner, lease, token)
+        if attempt < c.max_attempts:
+            if not released:
+                await tx.all(
+                    s.insert_result,
+                    (
+                        c.job,
+                        token,
+                        c.slot,
+                        attempt,
+                        runner,
+                        "interrupted",
+                        "lease_lost",
+                        started,
+                        max(lease, started),
+                        None,
+                        0,
+                    ),
+                )
+            new_lease = now + c.lease_ms
+            await tx.all(
+                s.take_over,
+                (
+                    attempt + 1,
+                    c.token,
+                    c.instance_id,
+                    new_lease,
+                    c.max_attempts,
+                    now,
+                    c.job,
+                    c.slot,
+                ),
+            )
+            await tx.all(
+                s.insert_claim, (c.job, c.token, c.slot, attempt + 1, c.instance_id, now, 0)
+            )
+            return ("won", attempt + 1, c.instance_id, new_lease, c.token)
+        if not released:
+            await tx.all(
+                s.insert_result,
+                (
+                    c.job,
+                    token,
+                    c.slot,
+                    attempt,
+                    runner,
+                    "interrupted",
+                    "attempts_exhausted",
+                    started,
+                    max(now, started),
+                    None,
+                    0,
+                ),
+            )
+        await tx.all(s.end_run, ("interrupted", now, None, c.job, c.slot))
+        return ("done", attempt, runner, lease, token)
+
+    async def _release_tx(self, tx: SqlClient, job: str, slot: int, token: str) -> bool:
+        s = self._sql
+        rows = await tx.all(s.release_row, (job, slot, token))
+        if not rows:
+            return False
+        now, attempt, max_attempts, runner, started, status, released, end_reason = rows[0]
+        if status != "running" or released:
+            return bool(end_reason == "handed_over")
+        now, attempt, started = int(now), int(attempt), int(started)
+        await tx.all(
+            s.insert_result,
+            (
+                job,
+                token,
+                slot,
+                attempt,
+                runner,
+                "interrupted",
+                "handed_over",
+                started,
+                max(now, started),
+                None,
+                0,
+            ),
+        )
+        if attempt >= int(max_attempts):
+            await tx.all(s.end_run, ("interrupted", now, "handed_over", job, slot))
+        else:
+            await tx.all(s.release_lease, (now, job, slot))
+        return True
+
+    async def _save_tx(
+        self,
+        tx: SqlClient,
+        job: str,
+        result: StoredResult,
+        history_size: int,
+        history_ttl_ms: int | None,
+    ) -> None:
+        s = self._sql
+        slot = int(result.slot)
+        if not result.manual and result.status != "running":
+            await tx.all(s.finish_plain, (result.status, result.error, job, slot, result.token))
+        await tx.all(
+            s.upsert_result,
+            (
+                job,
+                result.token,
+                slot,
+                int(result.attempt),
+                result.instance_id,
+                result.status,
+                getattr(result, "reason", None),
+                result.started_at,
+                result.finished_at,
+                result.error,
+                1 if result.manual else 0,
+            ),
+        )
+        saves = int((await tx.all(s.count_save, (job,)))[0][0])
+        size = max(int(history_size), 1)
+        if saves % max(size // 2, 1) == 0:
+            cut_rows = await tx.all(s.cut, (job, size - 1))
+            if cut_rows:
+                cut = int(cut_rows[0][0])
+                await tx.all(s.trim_results, (job, cut))
+                await tx.all(s.trim_claims, (job, cut))
+                retention = self._retention.get(job)
+                if retention is not None:
+                    await tx.all(s.trim_runs, (job, cut, retention))
+        if history_ttl_ms is not None:
+            ttl = int(history_ttl_ms)
+            await tx.all(s.ttl_results, (job, ttl))
+            await tx.all(s.ttl_claims, (job, ttl))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.describe()}, table_prefix={self.tables.prefix!r})"

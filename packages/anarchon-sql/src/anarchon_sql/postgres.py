@@ -1,0 +1,595 @@
+"""``PostgresBackend``: PostgreSQL through psycopg 3 (async), one round trip per claim.
+
+At start the backend creates (once per table prefix and version) a PL/pgSQL
+function ``<prefix>claim_v1(...)`` that runs the whole claim tree of SPEC §5:
+it takes a transaction-scoped advisory lock on the job
+(``pg_advisory_xact_lock``, the dialect's ``serialize``), reads the server
+clock with ``clock_timestamp()`` after the lock, locks the run's row
+(``FOR UPDATE``) and writes the state and history rows. A claim is then one
+statement — ``SELECT ... FROM <prefix>claim_v1(...)`` — in its own
+transaction at READ COMMITTED, where every statement inside the function sees
+the rows committed before it (so the row a concurrent winner inserted is seen
+once its transaction commits and the lock is released).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar, TypeVar
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+from anarchon.errors import BackendUnavailableError, InvalidConfigError
+from anarchon.registry import redact_url
+
+from anarchon_sql.base import SqlBackend
+from anarchon_sql.client import Row, SqlClient, is_sql_client
+from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, ParamStyle, SqlDialect
+
+__all__ = ["PostgresBackend", "PostgresDialect"]
+
+T = TypeVar("T")
+
+MIN_SERVER_VERSION = 110000
+"""PostgreSQL 11 (``hashtextextended``)."""
+
+_OPTIONS = ("table_prefix", "pool_size", "pool_timeout")
+"""anarchon's own options; every other URL option goes to libpq (which validates it)."""
+
+_CLAIM_FUNCTION = "claim_v1"
+
+_CONNECTION_SQLSTATES = ("57P01", "57P02", "57P03")
+
+
+class PostgresDialect(SqlDialect):
+    """PostgreSQL: ``BIGINT``, ``clock_timestamp()``, ``FOR UPDATE``, advisory locks.
+
+    ``paramstyle`` is ``"format"`` (``%s``, psycopg); pass ``"numeric"``
+    (``$1``) for a :class:`SqlClient` built on asyncpg.
+    """
+
+    name: ClassVar[str] = "postgresql"
+    bigint = "BIGINT"
+    text = "TEXT"
+    now_ms = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
+    for_update = " FOR UPDATE"
+
+    def __init__(self, paramstyle: ParamStyle = "format") -> None:
+        if paramstyle not in ("format", "numeric", "qmark"):
+            raise InvalidConfigError(
+                f"paramstyle must be 'format', 'numeric' or 'qmark', got {paramstyle!r}"
+            )
+        self.paramstyle = paramstyle
+
+    async def serialize(self, client: SqlClient, key: str) -> None:
+        """``pg_advisory_xact_lock`` on a 64-bit hash of ``key``; released at commit.
+
+        A hash collision only makes two unrelated keys wait for each other;
+        the rows stay the truth.
+        """
+        await client.all(
+            self.placeholders("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))"), (key,)
+        )
+
+    def is_already_created(self, error: BaseException) -> bool:
+        """Concurrent ``CREATE ... IF NOT EXISTS`` / ``CREATE OR REPLACE`` races."""
+        state = getattr(error, "sqlstate", None)
+        if state in ("42P07", "42710", "42723"):
+            return True
+        if state == "23505" and "pg_" in str(error):  # unique violation in a system catalog
+            return True
+        return super().is_already_created(error)
+
+    def extra_tables(self, table: Callable[[str], str]) -> list[str]:
+        """The claim function (``<prefix>claim_v1``)."""
+        return [_claim_function(table, self.now_ms)]
+
+    def claim_statement(self, table: Callable[[str], str]) -> str:
+        """``SELECT ... FROM <prefix>claim_v1(...)``: the whole claim in one statement."""
+        return (
+            "SELECT out_kind, out_attempt, out_runner, out_lease, out_token"
+            f" FROM {table(_CLAIM_FUNCTION)}(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT),"
+            " CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS INTEGER), CAST(? AS BOOLEAN),"
+            " CAST(? AS BIGINT), CAST(? AS BOOLEAN))"
+        )
+
+
+def _claim_function(table: Callable[[str], str], now: str) -> str:
+    """The PL/pgSQL claim tree (SPEC §5). Mirrors ``SqlBackend._claim_tx`` statement for statement."""
+    runs, claims, results = table("runs"), table("claims"), table("results")
+    prefix = table("x")[:-1]  # the validated table prefix (letters, digits, _): safe in a literal
+    return f"""
+CREATE OR REPLACE FUNCTION {table(_CLAIM_FUNCTION)}(
+    p_job text, p_slot bigint, p_token text, p_instance text, p_lease_ms bigint,
+    p_max_attempts integer, p_overlap boolean, p_deadline bigint, p_create boolean,
+    OUT out_kind text, OUT out_attempt integer, OUT out_runner text, OUT out_lease bigint,
+    OUT out_token text)
+LANGUAGE plpgsql VOLATILE AS $anarchon$
+DECLARE
+    t bigint;
+    r record;
+    b record;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_job, 0));
+    t := {now};
+    SELECT s.attempt, s.token, s.status, s.runner, s.lease_expires_at, s.started_at, s.released
+      INTO r FROM {runs} AS s WHERE s.job = p_job AND s.slot = p_slot FOR UPDATE;
+    IF NOT FOUND THEN
+        out_attempt := 0;
+        IF p_deadline IS NOT NULL AND t > p_deadline THEN
+            out_kind := 'late';
+            RETURN;
+        END IF;
+        IF NOT p_create THEN
+            out_kind := 'none';
+            RETURN;
+        END IF;
+        IF NOT p_overlap THEN
+            SELECT s.runner, s.lease_expires_at INTO b FROM {runs} AS s
+             WHERE s.job = p_job AND s.status = 'running' AND s.slot < p_slot
+               AND s.lease_expires_at > t
+             ORDER BY s.slot DESC LIMIT 1;
+            IF FOUND THEN
+                INSERT INTO {runs} (job, slot, attempt, max_attempts, token, status, runner,
+                                    lease_expires_at, started_at, finished_at, released)
+                VALUES (p_job, p_slot, 0, p_max_attempts, p_token, 'skipped', p_instance,
+                        t, t, t, 0);
+                INSERT INTO {results} (job, token, slot, attempt, instance_id, status, reason,
+                                       started_at, finished_at, error, manual)
+                VALUES (p_job, p_token, p_slot, 1, p_instance, 'skipped', 'overlap', t, t, NULL, 0)
+                ON CONFLICT (job, slot, token) DO NOTHING;
+                out_kind := 'overlap';
+                out_runner := b.runner;
+                out_lease := b.lease_expires_at;
+                out_token := p_token;
+                RETURN;
+            END IF;
+        END IF;
+        INSERT INTO {runs} (job, slot, attempt, max_attempts, token, status, runner,
+                            lease_expires_at, started_at, finished_at, released)
+        VALUES (p_job, p_slot, 1, p_max_attempts, p_token, 'running', p_instance,
+                t + p_lease_ms, t, NULL, 0);
+        INSERT INTO {claims} (job, token, slot, attempt, instance_id, claimed_at, manual)
+        VALUES (p_job, p_token, p_slot, 1, p_instance, t, 0)
+        ON CONFLICT (job, slot, token) DO NOTHING;
+        out_kind := 'won';
+        out_attempt := 1;
+        out_runner := p_instance;
+        out_lease := t + p_lease_ms;
+        out_token := p_token;
+        RETURN;
+    END IF;
+    out_token := r.token;
+    IF r.token = p_token AND r.status = 'running' AND r.released = 0 THEN
+        out_lease := greatest(r.lease_expires_at, t + p_lease_ms);
+        IF out_lease <> r.lease_expires_at THEN
+            UPDATE {runs} SET lease_expires_at = out_lease
+             WHERE job = p_job AND slot = p_slot;
+        END IF;
+        out_kind := 'won';
+        out_attempt := r.attempt;
+        out_runner := r.runner;
+        RETURN;
+    END IF;
+    out_attempt := r.attempt;
+    out_runner := r.runner;
+    out_lease := r.lease_expires_at;
+    IF r.status <> 'running' OR r.token = p_token THEN
+        out_kind := 'done';
+        RETURN;
+    END IF;
+    IF r.lease_expires_at > t THEN
+        out_kind := 'running';
+        RETURN;
+    END IF;
+    IF r.attempt < p_max_attempts THEN
+        IF r.released = 0 THEN
+            INSERT INTO {results} (job, token, slot, attempt, instance_id, status, reason,
+                                   started_at, finished_at, error, manual)
+            VALUES (p_job, r.token, p_slot, r.attempt, r.runner, 'interrupted', 'lease_lost',
+                    r.started_at, greatest(r.lease_expires_at, r.started_at), NULL, 0)
+            ON CONFLICT (job, slot, token) DO NOTHING;
+        END IF;
+        UPDATE {runs} SET attempt = r.attempt + 1, token = p_token, runner = p_instance,
+               lease_expires_at = t + p_lease_ms, max_attempts = p_max_attempts,
+               started_at = t, released = 0, end_reason = NULL
+         WHERE job = p_job AND slot = p_slot;
+        INSERT INTO {claims} (job, token, slot, attempt, instance_id, claimed_at, manual)
+        VALUES (p_job, p_token, p_slot, r.attempt + 1, p_instance, t, 0)
+        ON CONFLICT (job, slot, token) DO NOTHING;
+        out_kind := 'won';
+        out_attempt := r.attempt + 1;
+        out_runner := p_instance;
+        out_lease := t + p_lease_ms;
+        out_token := p_token;
+        RETURN;
+    END IF;
+    IF r.released = 0 THEN
+        INSERT INTO {results} (job, token, slot, attempt, instance_id, status, reason,
+                               started_at, finished_at, error, manual)
+        VALUES (p_job, r.token, p_slot, r.attempt, r.runner, 'interrupted',
+                'attempts_exhausted', r.started_at, greatest(t, r.started_at), NULL, 0)
+        ON CONFLICT (job, slot, token) DO NOTHING;
+    END IF;
+    UPDATE {runs} SET status = 'interrupted', finished_at = t
+     WHERE job = p_job AND slot = p_slot;
+    out_kind := 'done';
+END
+$anarchon$"""
+
+
+# The psycopg adapter -------------------------------------------------------
+
+
+def _unavailable(error: BaseException, where: str) -> BackendUnavailableError | None:
+    """A ``BackendUnavailableError`` for a psycopg connection failure, else None."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - the adapter is only built with psycopg
+        return None
+    if isinstance(error, psycopg.OperationalError):
+        state = getattr(error, "sqlstate", None)
+        if state is None or state.startswith("08") or state in _CONNECTION_SQLSTATES:
+            return BackendUnavailableError(f"PostgreSQL at {where} is unavailable: {error}")
+    elif isinstance(error, psycopg.InterfaceError):
+        return BackendUnavailableError(f"PostgreSQL at {where} is unavailable: {error}")
+    return None
+
+
+async def _execute(conn: Any, sql: str, params: Sequence[Any]) -> list[Row]:
+    cur = await conn.execute(sql, tuple(params) if params else None)
+    if cur.description is None:
+        return []
+    rows = await cur.fetchall()
+    return [tuple(row) for row in rows]
+
+
+class _PgBound:
+    """The client a transaction's function gets: statements run on the transaction's connection."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one statement inside the transaction."""
+        return await _execute(self._conn, sql, params)
+
+    async def transaction(self, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
+        """A nested transaction (savepoint)."""
+        async with self._conn.transaction():
+            return await fn(self)
+
+
+class PsycopgClient:
+    """A :class:`SqlClient` over a psycopg ``AsyncConnection`` or ``AsyncConnectionPool``.
+
+    With a pool, every call borrows a connection. With one connection, calls
+    and transactions take turns (an ``asyncio.Lock``). On a connection that is
+    not in autocommit mode each statement is wrapped in its own transaction.
+    Connection failures are raised as ``BackendUnavailableError`` with the
+    psycopg error chained.
+    """
+
+    def __init__(self, source: Any, *, pool: bool, owned: bool, where: str = "PostgreSQL") -> None:
+        self.source = source
+        self.is_pool = pool
+        self.owned = owned
+        self.where = where
+        self._lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        if self.is_pool:
+            async with self.source.connection() as conn:
+                yield conn
+        else:
+            async with self._lock:
+                yield self.source
+
+    async def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one statement as its own transaction."""
+        try:
+            async with self._connection() as conn:
+                if conn.autocommit:
+                    return await _execute(conn, sql, params)
+                async with conn.transaction():
+                    return await _execute(conn, sql, params)
+        except Exception as error:
+            mapped = _unavailable(error, self.where)
+            if mapped is None:
+                raise
+            raise mapped from error
+
+    async def transaction(self, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
+        """``BEGIN`` … ``COMMIT`` on one connection (``ROLLBACK`` if ``fn`` raises)."""
+        try:
+            async with self._connection() as conn, conn.transaction():
+                return await fn(_PgBound(conn))
+        except Exception as error:
+            mapped = _unavailable(error, self.where)
+            if mapped is None:
+                raise
+            raise mapped from error
+
+    async def close(self) -> None:
+        """Close the pool or connection (only called when the backend opened it)."""
+        await self.source.close()
+
+
+class _ReadCommitted:
+    """Runs every transaction of ``inner`` at READ COMMITTED (server default is another level)."""
+
+    def __init__(self, inner: SqlClient) -> None:
+        self.inner = inner
+
+    async def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one statement (autocommit, server default isolation)."""
+        return await self.inner.all(sql, params)
+
+    async def transaction(self, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
+        """A transaction whose first statement sets READ COMMITTED."""
+
+        async def body(tx: SqlClient) -> T:
+            await tx.all("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", ())
+            return await fn(tx)
+
+        return await self.inner.transaction(body)
+
+    async def close(self) -> None:
+        """Close the wrapped client if it can be closed."""
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            await close()
+
+
+# The backend ----------------------------------------------------------------
+
+
+def _redact(dsn: str) -> str:
+    if "://" in dsn:
+        return redact_url(dsn)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+
+
+def _positive_int(name: str, value: Any) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}") from None
+    if isinstance(value, bool) or number < 1:
+        raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}")
+    return number
+
+
+def _positive_float(name: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"{name} must be a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not number > 0 or number == float("inf"):
+        raise InvalidConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+    return number
+
+
+def _driver_hint() -> InvalidConfigError:
+    return InvalidConfigError('PostgresBackend needs psycopg 3: pip install "anarchon[postgres]"')
+
+
+_UNSET: Any = object()
+
+
+class PostgresBackend(SqlBackend):
+    """PostgreSQL through psycopg 3 (async): leases and history, one round trip per claim.
+
+    Give exactly one of:
+
+    - ``dsn`` — a URL (``postgresql://user:pass@host:5432/db?sslmode=require``)
+      or a libpq key/value string; the backend opens a psycopg pool
+      (``pool_size`` connections at most, autocommit) and closes it on
+      ``close()``. Query options libpq knows pass through to it; anarchon's
+      own (``table_prefix``, ``pool_size``, ``pool_timeout``) may ride in the
+      URL too; any other is an ``InvalidConfigError``;
+    - ``connection`` — a ``psycopg.AsyncConnection`` you own (autocommit
+      recommended); calls take turns on it;
+    - ``pool`` — an open ``psycopg_pool.AsyncConnectionPool`` you own;
+    - ``database`` — any :class:`SqlClient` (SQL arrives in psycopg's ``%s``
+      style unless ``paramstyle="numeric"``).
+
+    The first positional argument may be any of them. What you pass in is
+    never closed by ``close()``.
+    """
+
+    name: ClassVar[str] = "postgresql"
+
+    def __init__(
+        self,
+        dsn: str | Any | None = None,
+        *,
+        connection: Any | None = None,
+        pool: Any | None = None,
+        database: SqlClient | None = None,
+        table_prefix: str = _UNSET,
+        pool_size: int = _UNSET,
+        pool_timeout: float = _UNSET,
+        paramstyle: ParamStyle = "format",
+    ) -> None:
+        if dsn is not None and not isinstance(dsn, str):
+            given, dsn = dsn, None
+            if is_sql_client(given):
+                database = database if database is not None else given
+            elif callable(getattr(given, "getconn", None)):
+                pool = pool if pool is not None else given
+            elif callable(getattr(given, "cursor", None)):
+                connection = connection if connection is not None else given
+            else:
+                raise InvalidConfigError(
+                    "PostgresBackend takes a DSN or URL, a psycopg AsyncConnection, an"
+                    f" AsyncConnectionPool or a SqlClient, not {type(given).__name__}"
+                )
+        sources = [s for s in (dsn, connection, pool, database) if s is not None]
+        if len(sources) != 1:
+            raise InvalidConfigError(
+                "PostgresBackend needs exactly one of dsn=, connection=, pool= or database="
+            )
+        url_options: dict[str, str] = {}
+        self.conninfo: str | None = None
+        self.shown = "PostgreSQL"
+        if dsn is not None:
+            self.shown = _redact(dsn)
+            self.conninfo, url_options = self._parse_dsn(dsn)
+        prefix = url_options.get("table_prefix", DEFAULT_TABLE_PREFIX)
+        if table_prefix is not _UNSET:
+            prefix = table_prefix
+        size = url_options.get("pool_size", 4) if pool_size is _UNSET else pool_size
+        timeout = url_options.get("pool_timeout", 30.0) if pool_timeout is _UNSET else pool_timeout
+        super().__init__(dialect=PostgresDialect(paramstyle), table_prefix=prefix)
+        self.pool_size = _positive_int("pool_size", size)
+        self.pool_timeout = _positive_float("pool_timeout", timeout)
+        self.connection = connection
+        self.pool = pool
+        self.database = database
+        self.read_committed_default = True
+        """False when the server's default isolation is not READ COMMITTED (claims then
+        run in an explicit READ COMMITTED transaction: three round trips instead of one)."""
+
+    @staticmethod
+    def _parse_dsn(dsn: str) -> tuple[str, dict[str, str]]:
+        """Split anarchon's options out of a URL's query; validate the rest with libpq."""
+        shown = _redact(dsn)
+        ours: dict[str, str] = {}
+        conninfo = dsn
+        if "://" in dsn:
+            parts = urlsplit(dsn)
+            if parts.scheme.lower() not in ("postgresql", "postgres"):
+                raise InvalidConfigError(f"not a postgresql:// URL: {shown!r}")
+            driver: list[tuple[str, str]] = []
+            for key, value in parse_qsl(parts.query, keep_blank_values=True):
+                if key in _OPTIONS:
+                    ours[key] = value
+                else:
+                    driver.append((key, value))
+            conninfo = urlunsplit(parts._replace(query=urlencode(driver, quote_via=quote)))
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+        except ImportError:
+            raise _driver_hint() from None
+        try:
+            conninfo_to_dict(conninfo)
+        except Exception as error:
+            message = str(error).replace(dsn, shown).strip()
+            raise InvalidConfigError(
+                f"bad PostgreSQL connection string {shown!r}: {message}"
+                f" (anarchon options: {', '.join(_OPTIONS)}; others go to libpq)"
+            ) from None
+        return conninfo, ours
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> PostgresBackend:
+        """``postgresql://`` or ``postgres://`` URL; query options (or keywords) as in the class doc."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("postgresql", "postgres"):
+            raise InvalidConfigError(f"not a postgresql:// URL: {redact_url(url)!r}")
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        query.update({key: str(value) for key, value in options.items()})
+        merged = urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+        backend = cls(merged)
+        backend.shown = redact_url(url)
+        return backend
+
+    def describe(self) -> str:
+        """The URL with its password hidden, or what was passed in."""
+        if self.conninfo is not None:
+            return self.shown
+        source = self.connection or self.pool or self.database
+        return f"a {type(source).__name__}"
+
+    async def connect(self) -> tuple[SqlClient, bool]:
+        """Adopt the given connection/pool/client, or open a pool from the DSN."""
+        where = self.describe()
+        if self.database is not None:
+            return self.database, False
+        if self.connection is not None:
+            return PsycopgClient(self.connection, pool=False, owned=False, where=where), False
+        if self.pool is not None:
+            return PsycopgClient(self.pool, pool=True, owned=False, where=where), False
+        try:
+            import psycopg
+        except ImportError:
+            raise _driver_hint() from None
+        assert self.conninfo is not None
+        try:
+            probe = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+        except psycopg.Error as error:
+            raise BackendUnavailableError(
+                f"cannot connect to PostgreSQL at {where}: {str(error).strip()}"
+            ) from error
+        try:
+            from psycopg_pool import AsyncConnectionPool
+        except ImportError:  # no pool installed: one connection, calls take turns
+            return PsycopgClient(probe, pool=False, owned=True, where=where), True
+        await probe.close()
+        pool: Any = AsyncConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=self.pool_size,
+            open=False,
+            kwargs={"autocommit": True},
+            timeout=self.pool_timeout,
+            name=f"anarchon-{self.tables.prefix}",
+        )
+        try:
+            await pool.open(wait=True, timeout=self.pool_timeout)
+        except psycopg.Error as error:
+            await pool.close()
+            raise BackendUnavailableError(
+                f"cannot connect to PostgreSQL at {where}: {str(error).strip()}"
+            ) from error
+        return PsycopgClient(pool, pool=True, owned=True, where=where), True
+
+    async def check_server(self, client: SqlClient) -> None:
+        """Refuse servers older than PostgreSQL 11; note the default isolation level."""
+        rows = await client.all(
+            "SELECT current_setting('server_version_num'), current_setting('transaction_isolation')",
+            (),
+        )
+        version, isolation = int(rows[0][0]), str(rows[0][1])
+        if version < MIN_SERVER_VERSION:
+            raise BackendUnavailableError(
+                f"PostgreSQL at {self.describe()} is version {version}; anarchon-sql needs 11+"
+            )
+        self.read_committed_default = isolation == "read committed"
+
+    async def init(self) -> None:
+        """Connect, check the server, create the tables and the claim function. Idempotent."""
+        await super().init()
+        client = self._client
+        if (
+            not self.read_committed_default
+            and client is not None
+            and not isinstance(client, _ReadCommitted)
+        ):
+            self._client = _ReadCommitted(client)
+
+    async def _install(self, client: SqlClient) -> None:
+        if not self.read_committed_default:
+            client = _ReadCommitted(client)
+        await super()._install(client)
+
+    async def _claim_statement(
+        self, client: SqlClient, sql: str, params: Sequence[Any]
+    ) -> list[Row]:
+        if self.read_committed_default:
+            return await client.all(sql, params)
+
+        async def body(tx: SqlClient) -> list[Row]:
+            return await tx.all(sql, params)
+
+        return await client.transaction(body)
+
+    async def close_client(self, client: SqlClient) -> None:
+        """Close the pool or connection the backend opened."""
+        if isinstance(client, _ReadCommitted):
+            client = client.inner
+        await super().close_client(client)
