@@ -65,7 +65,8 @@ class TestExampleSubclass(BackendContract, LeaseContract):
     def backend(self, sqlite_path: str) -> Backend:
         module = load_example()
         self.module, self.path = module, sqlite_path
-        return module.ThreadedSqliteBackend(sqlite_path)
+        built: Backend = module.ThreadedSqliteBackend(sqlite_path)
+        return built
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
         return [self.module.ThreadedSqliteBackend(self.path) for _ in range(count)]

@@ -495,7 +495,7 @@ class SqlBackend(Backend):
                 history_ttl_ms=input.history_ttl_ms,
             )
         )
-        return row[0] == "won" or row[4] == input.token
+        return bool(row[0] == "won" or row[4] == input.token)
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Record a manual run (never de-duplicated); the slot is kept as given."""
