@@ -203,7 +203,8 @@ impl CronSchedule {
         if let Some(off) = self.fixed_offset {
             return Some(off);
         }
-        let n = naive(instant)?;
+        let shift = table_shift(instant);
+        let n = naive(instant - shift)?;
         Some(i64::from(
             self.tz.offset_from_utc_datetime(&n).fix().local_minus_utc(),
         ))
@@ -211,7 +212,11 @@ impl CronSchedule {
 
     /// Map a wall-clock time (seconds, as if UTC) to instants.
     fn resolve(&self, wall: i64) -> Option<Local> {
-        let n = naive(wall)?;
+        if let Some(off) = self.fixed_offset {
+            return Some(Local::Single(wall - off, off));
+        }
+        let shift = table_shift(wall);
+        let n = naive(wall - shift)?;
         Some(match self.tz.offset_from_local_datetime(&n) {
             LocalResult::Single(o) => {
                 let off = i64::from(o.fix().local_minus_utc());
@@ -229,9 +234,10 @@ impl CronSchedule {
     /// For a wall time in a gap: the first instant after the gap and its
     /// wall time.
     fn gap_end(&self, wall: i64) -> Option<(i64, i64)> {
-        let n = naive(wall)?;
+        let shift = table_shift(wall);
+        let n = naive(wall - shift)?;
         let end = GapInfo::new(&n, &self.tz)?.end?;
-        let instant = end.timestamp();
+        let instant = end.timestamp() + shift;
         let off = i64::from(end.offset().fix().local_minus_utc());
         Some((instant, instant + off))
     }
@@ -467,6 +473,28 @@ fn is_fixed_zone(zone: Tz) -> bool {
             name,
             "UTC" | "UCT" | "GMT" | "GMT0" | "GMT+0" | "GMT-0" | "Greenwich" | "Universal" | "Zulu"
         )
+}
+
+/// chrono-tz's transition tables stop at the end of 2099 (after that the
+/// last offset would hold for ever, DST included). Like a POSIX TZ rule, a
+/// later year repeats a year of 2072-2099 that starts on the same weekday
+/// and has the same length: this returns how far (seconds) `secs` (an instant
+/// or a wall time) must be moved back to land in that year; 0 before 2100.
+fn table_shift(secs: i64) -> i64 {
+    const YEAR_2100: i64 = 4_102_444_800; // 2100-01-01T00:00:00
+    if secs < YEAR_2100 {
+        return 0;
+    }
+    let (year, _, _) = civil_from_days(secs.div_euclid(DAY));
+    let first = days_from_civil(year, 1, 1);
+    let weekday = (first + 4).rem_euclid(7);
+    for reference in 2072..=2099 {
+        let ref_first = days_from_civil(reference, 1, 1);
+        if is_leap(reference) == is_leap(year) && (ref_first + 4).rem_euclid(7) == weekday {
+            return (first - ref_first) * DAY;
+        }
+    }
+    0
 }
 
 fn naive(secs: i64) -> Option<NaiveDateTime> {

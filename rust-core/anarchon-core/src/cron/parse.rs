@@ -76,16 +76,6 @@ pub(super) struct FieldSpec {
     pub star: bool,
 }
 
-impl FieldSpec {
-    fn has_specials(&self) -> bool {
-        self.last_day
-            || self.last_weekday
-            || self.nearest_weekday != 0
-            || self.last_dow != 0
-            || self.nth.iter().any(|n| *n != 0)
-    }
-}
-
 /// The parsed fields of an expression.
 #[derive(Debug, Clone)]
 pub(super) struct Parsed {
@@ -240,7 +230,7 @@ pub(super) fn parse_expression(expression: &str) -> Result<Parsed, ScheduleError
         n if n > 7 => Err(err(
             format!("too many fields: {n} (expected 5, or 6 with seconds first)"),
             "expression",
-            toks[7].pos,
+            toks[6].pos,
         )),
         n => Err(err(
             format!("too few fields: {n} (expected 5, or 6 with seconds first)"),
@@ -281,15 +271,10 @@ fn parse_fields(toks: &[Tok<'_>], five: bool) -> Result<Parsed, ScheduleError> {
             .strip_prefix("*/")
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
 
-    // croniter's rule: a field is unrestricted when it is `*`/`?`, or when it
-    // lists every value while the other day field's text contains a `*`.
-    const ALL_DOM: u64 = ((1u64 << 32) - 1) & !1; // 1..=31
-    const ALL_DOW: u64 = 0x7f; // 0..=6
-    let dom_unrestricted = dom.star
-        || (dom.mask & ALL_DOM == ALL_DOM && !dom.has_specials() && dow_tok.text.contains('*'));
-    let dow_unrestricted = dow.star
-        || (dow.mask & ALL_DOW == ALL_DOW && !dow.has_specials() && dom_tok.text.contains('*'));
-
+    // SPEC §3: OR unless one of the day fields is a bare `*` or `?`
+    // (`*/2`, `1-31` and `0-6` all count as restricted).
+    let dom_unrestricted = dom.star;
+    let dow_unrestricted = dow.star;
     Ok(Parsed {
         seconds,
         minutes,
@@ -425,7 +410,17 @@ fn parse_item(item: Tok<'_>, field: Field, spec: &mut FieldSpec) -> Result<(), S
                     ));
                 };
                 let (lo, hi) = match days.split_once('-') {
-                    Some((a, b)) => (value(a, field)?, value(b, field)?),
+                    Some((a, b)) => {
+                        if a.text.is_empty() {
+                            return Err(err(
+                                format!("negative value `{}` in the {name} field", days.text),
+                                name,
+                                days.pos,
+                            ));
+                        }
+                        range_end_ok(b, days, field)?;
+                        (value(a, field)?, value(b, field)?)
+                    }
                     None => {
                         let v = value(days, field)?;
                         (v, v)
@@ -516,6 +511,7 @@ fn parse_item(item: Tok<'_>, field: Field, spec: &mut FieldSpec) -> Result<(), S
                 base.pos,
             ));
         }
+        range_end_ok(b, base, field)?;
         let lo_raw = value(a, field)?;
         let hi_raw = if field == Field::DayOfMonth && b.text.eq_ignore_ascii_case("L") {
             31
@@ -555,6 +551,27 @@ fn parse_item(item: Tok<'_>, field: Field, spec: &mut FieldSpec) -> Result<(), S
         if v < 64 {
             spec.mask |= 1u64 << v;
         }
+    }
+    Ok(())
+}
+
+/// The end of a range `a-b` must be one value (`1-` and `1-2-3` are refused
+/// at the end's position).
+fn range_end_ok(end: Tok<'_>, range: Tok<'_>, field: Field) -> Result<(), ScheduleError> {
+    let name = field.name();
+    if end.text.is_empty() {
+        return Err(err(
+            format!("missing value after `-` in `{}` ({name} field)", range.text),
+            name,
+            end.pos,
+        ));
+    }
+    if end.text.contains('-') {
+        return Err(err(
+            format!("malformed range `{}` in the {name} field", range.text),
+            name,
+            end.pos,
+        ));
     }
     Ok(())
 }

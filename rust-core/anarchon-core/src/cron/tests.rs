@@ -317,11 +317,12 @@ fn day_of_month_and_day_of_week_or_rule() {
     // One side `*`: the other one alone.
     assert_eq!(days_in_january("* * 5"), vec![2, 9, 16, 23, 30]);
     assert_eq!(days_in_january("13 * *"), vec![13]);
-    // croniter: a field listing every value counts as `*` when the other
-    // field's text contains a `*`.
-    assert_eq!(days_in_january("*/2 * */1").len(), 16);
-    assert_eq!(days_in_january("*/1 * */2"), days_in_january("* * */2"));
+    // Only a bare `*`/`?` is unrestricted: a field listing every value is
+    // restricted and the OR takes every day (croniter: AND, `or-star-collapse`).
+    assert_eq!(days_in_january("*/2 * */1").len(), 31);
+    assert_eq!(days_in_january("*/1 * */2").len(), 31);
     assert_eq!(days_in_january("1-31 * 5").len(), 31);
+    assert_eq!(days_in_january("*/2 * 0-6").len(), 31);
     // Specials combine with OR too: the 15th or the second Friday (9th).
     assert_eq!(days_in_january("15 * 5#2"), vec![9, 15]);
     assert_eq!(days_in_january("1 * L5"), vec![1, 30]);
@@ -367,7 +368,7 @@ fn errors_carry_field_and_position() {
         ("   ", "expression", 0, "empty"),
         ("* * * *", "expression", 7, "too few fields"),
         ("0 0 0 * * * 2030", "expression", 12, "seventh (year) field"),
-        ("0 0 0 * * * * *", "expression", 14, "too many fields"),
+        ("0 0 0 * * * * *", "expression", 12, "too many fields"),
         ("@reboot", "expression", 0, "unknown macro"),
         (" @every", "expression", 1, "unknown macro"),
         ("@daily 5", "expression", 7, "stands alone"),
@@ -406,6 +407,7 @@ fn errors_carry_field_and_position() {
         ("*/ * * * *", "minute", 2, "step must be a positive number"),
         ("1/2/3 * * * *", "minute", 0, "more than one `/`"),
         ("1,,2 * * * *", "minute", 2, "empty list item"),
+        ("0 0 1,,2 * *", "day-of-month", 6, "empty list item"),
         ("1, * * * *", "minute", 2, "empty list item"),
         (",1 * * * *", "minute", 0, "empty list item"),
         ("0 0 * * 1,", "day-of-week", 10, "empty list item"),
@@ -428,7 +430,11 @@ fn errors_carry_field_and_position() {
             12,
             "unknown day name `xyz`",
         ),
-        ("0 0 * * 1-", "day-of-week", 10, "missing value"),
+        ("0 0 * * 1-", "day-of-week", 10, "missing value after `-`"),
+        ("0 0 1-2-3 * *", "day-of-month", 6, "malformed range"),
+        ("0 0 * * 1-#2", "day-of-week", 10, "missing value after `-`"),
+        ("0 0 * * -1#2", "day-of-week", 8, "negative value"),
+        ("0 0 * * 7-8#2", "day-of-week", 10, "out of range 0-7"),
         ("0 0 * * -1", "day-of-week", 8, "negative value"),
         ("0 0 * mon *", "month", 6, "unknown month name"),
         ("0 0 jan * *", "day-of-month", 4, "invalid value"),
@@ -1018,4 +1024,31 @@ fn random_garbage_never_panics() {
             }
         }
     }
+}
+
+#[test]
+fn dst_rules_continue_after_2099() {
+    // chrono-tz's tables end in 2099; later years repeat the rules.
+    // 2101-07-01 12:00 EDT = 16:00 UTC; 2101-01-15 12:00 EST = 17:00 UTC.
+    let c = cron("0 12 * * *", "America/New_York");
+    assert_eq!(
+        c.next_after(utc(2101, 7, 1, 0, 0, 0)),
+        Some(utc(2101, 7, 1, 16, 0, 0))
+    );
+    assert_eq!(
+        c.next_after(utc(2101, 1, 15, 0, 0, 0)),
+        Some(utc(2101, 1, 15, 17, 0, 0))
+    );
+    // 2100-03-14 is the second Sunday of March 2100: 02:30 -> 03:00 EDT.
+    let c = cron("30 2 * * *", "America/New_York");
+    assert_eq!(
+        c.next_after(utc(2100, 3, 13, 12, 0, 0)),
+        Some(utc(2100, 3, 14, 7, 0, 0))
+    );
+    // 2100-11-07 is the first Sunday of November 2100: 01:30 EDT once.
+    let c = cron("30 1 * * *", "America/New_York");
+    assert_eq!(
+        next_n(&c, utc(2100, 11, 6, 12, 0, 0), 2),
+        vec![utc(2100, 11, 7, 5, 30, 0), utc(2100, 11, 8, 6, 30, 0)]
+    );
 }
