@@ -7,30 +7,45 @@ from croniter, a NAMED RULE decides, from the expression and the instants, that
 the case is one of those differences and asserts anarchon's semantics instead;
 the comparison is never loosened. Any other difference is a bug in the engine.
 
-Named rules (also listed in docs/engine.md):
+Named rules (also listed in docs/engine.md). Rules on the expression rewrite
+what croniter evaluates; rules on instants explain one slot at a divergence.
 
 - ``fold-once``: a fixed local time (hour field not ``*``/``*/n``) inside a
-  fall-back overlap fires once, at its first occurrence; croniter fires at both
-  occurrences. Asserted: anarchon fires at the first occurrence, croniter's
-  second-occurrence slot is dropped from its sequence.
+  fall-back overlap fires once, at its first occurrence; croniter fires at both.
+  Asserted: anarchon fires at the first occurrence; croniter's second one is
+  dropped from its sequence.
 - ``step-hour-gap``: an hour field ``*/n`` is a wildcard hour and follows real
   time, so wall times inside a spring-forward gap are skipped; croniter treats
-  only a literal ``*`` that way and moves the ``*/n`` slot to the first instant
-  after the gap. Asserted: croniter's slot is that manufactured gap-end instant
-  (its wall time does not match the expression) and anarchon does not fire there.
+  only a literal ``*`` that way and moves such a time to the end of the gap.
+  Asserted: croniter's slot lies within a minute after a gap's end and its
+  wall time does not match the expression; anarchon does not fire there.
+- ``gap-keeps-seconds``: a fixed time with seconds inside a gap fires at the
+  first instant after the gap (03:00:00); croniter moves it minute by minute and
+  keeps its seconds (03:00:30). Asserted: anarchon's slot is the gap's end, a
+  wall time of the gap matches, croniter's slot is less than a minute later.
+- ``full-hour-list``: an hour field listing all 24 hours without being ``*`` or
+  ``*/n`` (``0-23``) is a fixed hour (SPEC §3): a matching time in a gap fires
+  at the gap's end; croniter reads the list as ``*`` and skips it. Asserted:
+  anarchon's slot is the gap's end and a wall time of the gap matches. (In a
+  fold, ``fold-once`` covers the same fields.)
 - ``or-special-day``: day-of-month and day-of-week combine with OR when neither
   is a bare ``*``, also when one of them uses ``W``, ``#`` or ``L`` (last
-  weekday); croniter then intersects the two (or gives up). Asserted: anarchon
-  equals the union of croniter's day-of-month-only and day-of-week-only schedules.
+  weekday); croniter then intersects the two, or gives up. Asserted: anarchon
+  equals the union of croniter's day-of-month-only and day-of-week-only
+  schedules.
 - ``or-star-collapse``: croniter turns a day field that lists every value
   (``1-31``, ``0-6``) into ``*`` when the other field's text contains a ``*``
-  (``*/2``), which drops the OR; SPEC §3 counts ``*/2`` as restricted. Asserted
-  as for ``or-special-day``: the union of the two one-sided schedules.
+  (``*/2``), which drops the OR; SPEC §3 counts ``*/2`` as restricted and
+  combines with OR. Asserted as for ``or-special-day`` (the union).
+- ``equal-range``: ``a-a`` is the single value ``a``; croniter reads an equal
+  range as the whole cycle (``5-5`` = every hour). Not in SPEC §3 (a docs
+  decision). Asserted: anarchon equals croniter given ``a`` instead of ``a-a``.
 
 Inputs given to croniter: six fields go with ``second_at_beginning=True``;
 ``5L`` (last Friday, SPEC §3) is spelled ``L5`` for croniter, which knows only
-that spelling. croniter reads an equal range ``a-a`` as the whole cycle and
-``a/n`` in day-of-week as ``a-6/n``; the generator writes neither.
+that spelling. Not generated: ``a/n`` in day-of-week (croniter and anarchon
+read it as ``a-6/n``, cron's range is 0-7: left to docs), ``LW``, ``W15`` and
+names with ``L`` (not in SPEC §3).
 """
 
 from __future__ import annotations
@@ -55,7 +70,10 @@ from hypothesis import strategies as st
 SLOTS_PER_EXAMPLE = 5
 """Consecutive slots compared per generated example."""
 
-MAX_EXAMPLES = 700
+MAX_SKIPPED = 4_000
+"""Slots a rule may explain in one example (a one-hour fold of a per-second job: 3,600)."""
+
+MAX_EXAMPLES = 5_000
 """Sized so that this file runs in well under a minute on 2 cores (debug build)."""
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -293,6 +311,17 @@ def croniter_slots(expression: str, tz: str, start_ms: int) -> Iterator[int]:
         yield round(ts * 1000)
 
 
+def croniter_wall_next(expression: str, wall: datetime) -> datetime | None:
+    """croniter's first matching wall-clock time after the naive ``wall`` (no zone, no DST)."""
+    text, kwargs = croniter_spelling(expression)
+    try:
+        result = croniter(text, wall, **kwargs).get_next(datetime)
+    except CroniterBadDateError:
+        return None
+    assert isinstance(result, datetime)
+    return result
+
+
 def union(*streams: Iterator[int]) -> Iterator[int]:
     last = None
     for value in heapq.merge(*streams):
@@ -311,10 +340,44 @@ class Case:
     start_ms: int
     model: Model
     cron: Cron
+    # the expressions croniter evaluates; the reference is the union of their slots
+    reference: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
 
+    def reference_slots(self) -> Iterator[int]:
+        return union(*(croniter_slots(e, self.tz, self.start_ms) for e in self.reference))
 
-ExpressionRule = Callable[[Case], "Iterator[int] | None"]
+    def gap_has_match(self, gap_end: int) -> bool:
+        """Does a wall time inside the spring-forward gap that ends at ``gap_end`` match?"""
+        before = from_ms(gap_end - 1, self.tz).utcoffset()
+        after = from_ms(gap_end, self.tz).utcoffset()
+        assert before is not None
+        assert after is not None
+        gap_start = (EPOCH + timedelta(milliseconds=gap_end) + before).replace(tzinfo=None)
+        gap_stop = (EPOCH + timedelta(milliseconds=gap_end) + after).replace(tzinfo=None)
+        found = [croniter_wall_next(e, gap_start - timedelta(seconds=1)) for e in self.reference]
+        return any(f is not None and f < gap_stop for f in found)
+
+
+def recent_gap_end(tz: str, ms: int, within: int = MINUTE) -> int | None:
+    """The spring-forward transition T with ``T <= ms < T + within``, if any."""
+    lo, hi = ms - within, ms
+    before = from_ms(lo, tz).utcoffset()
+    after = from_ms(hi, tz).utcoffset()
+    assert before is not None
+    assert after is not None
+    if not after > before:
+        return None
+    while hi - lo > 1:  # offset(lo) == before, offset(hi) == after
+        mid = (lo + hi) // 2
+        if from_ms(mid, tz).utcoffset() == before:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+ExpressionRule = Callable[[Case, str], "list[str] | None"]
 InstantRule = Callable[[Case, "int | None", "int | None"], "str | None"]
 
 EXPRESSION_RULES: dict[str, ExpressionRule] = {}
@@ -322,7 +385,11 @@ INSTANT_RULES: dict[str, InstantRule] = {}
 
 
 def expression_rule(name: str) -> Callable[[ExpressionRule], ExpressionRule]:
-    """A rule decided by the expression alone: it supplies the reference slots."""
+    """A rule decided by the expression: it rewrites what croniter evaluates.
+
+    Called with each reference expression; returns its replacement(s) (whose
+    slots are united), or None when the rule does not apply.
+    """
 
     def register(fn: ExpressionRule) -> ExpressionRule:
         EXPRESSION_RULES[name] = fn
@@ -332,7 +399,13 @@ def expression_rule(name: str) -> Callable[[ExpressionRule], ExpressionRule]:
 
 
 def instant_rule(name: str) -> Callable[[InstantRule], InstantRule]:
-    """A rule decided at a divergence: returns which side's slot it explains."""
+    """A rule decided at a divergence: returns whose slot it explains.
+
+    ``"theirs"``: croniter's slot is not a slot of anarchon; ``"ours"``:
+    anarchon's slot is not one of croniter's; ``"both"``: the two slots are
+    the same firing at different instants. The rule asserts anarchon's
+    semantics before it answers.
+    """
 
     def register(fn: InstantRule) -> InstantRule:
         INSTANT_RULES[name] = fn
@@ -341,34 +414,63 @@ def instant_rule(name: str) -> Callable[[InstantRule], InstantRule]:
     return register
 
 
-def _or_split(case: Case) -> Iterator[int]:
-    m = case.model
-    dom_only = m.with_day_fields(m.fields[3], "*")
-    dow_only = m.with_day_fields("*", m.fields[5])
-    return union(
-        croniter_slots(dom_only, case.tz, case.start_ms),
-        croniter_slots(dow_only, case.tz, case.start_ms),
-    )
+_FIELD_NAMES: tuple[tuple[tuple[str, ...], int], ...] = (
+    ((), 0),  # second
+    ((), 0),  # minute
+    ((), 0),  # hour
+    ((), 0),  # day-of-month
+    (MONTH_NAMES, 1),
+    (DOW_NAMES, 0),
+)
+
+
+def _single_value_ranges(expression: str) -> str:
+    """``expression`` with every range whose two ends are one value (``5-5``,
+    ``8-AUG``) written as that value."""
+    parts = expression.split()
+    offset = 0 if len(parts) == 6 else 1
+    out = []
+    for index, text in enumerate(parts):
+        names, base = _FIELD_NAMES[index + offset]
+        items = []
+        for item in text.split(","):
+            m = re.fullmatch(r"(\d+|[A-Z]{3})-(\d+|[A-Z]{3})", item)
+            if m and _name_value(m.group(1), names, base) == _name_value(m.group(2), names, base):
+                item = m.group(1)
+            items.append(item)
+        out.append(",".join(items))
+    return " ".join(out)
+
+
+@expression_rule("equal-range")
+def rule_equal_range(case: Case, expression: str) -> list[str] | None:
+    rewritten = _single_value_ranges(expression)
+    return None if rewritten == expression else [rewritten]
+
+
+def _or_split(expression: str) -> list[str]:
+    m = parse_model(expression)
+    return [m.with_day_fields(m.fields[3], "*"), m.with_day_fields("*", m.fields[5])]
 
 
 @expression_rule("or-special-day")
-def rule_or_special_day(case: Case) -> Iterator[int] | None:
-    m = case.model
+def rule_or_special_day(case: Case, expression: str) -> list[str] | None:
+    m = parse_model(expression)
     if m.dom_bare or m.dow_bare or not (m.dom_special or m.dow_special):
         return None
-    return _or_split(case)
+    return _or_split(expression)
 
 
 @expression_rule("or-star-collapse")
-def rule_or_star_collapse(case: Case) -> Iterator[int] | None:
-    m = case.model
+def rule_or_star_collapse(case: Case, expression: str) -> list[str] | None:
+    m = parse_model(expression)
     if m.dom_bare or m.dow_bare or m.dom_special or m.dow_special:
         return None
     dom_all = m.dom_values == frozenset(range(1, 32)) and "*" in m.fields[5]
     dow_all = m.dow_values == frozenset(range(7)) and "*" in m.fields[3]
     if not (dom_all or dow_all):
         return None
-    return _or_split(case)
+    return _or_split(expression)
 
 
 @instant_rule("fold-once")
@@ -394,13 +496,47 @@ def rule_fold_once(case: Case, ours: int | None, theirs: int | None) -> str | No
 def rule_step_hour_gap(case: Case, ours: int | None, theirs: int | None) -> str | None:
     if theirs is None or (ours is not None and ours < theirs):
         return None
-    if not case.model.hour_is_step_wildcard or not is_gap_end(case.tz, theirs):
+    if not case.model.hour_is_step_wildcard:
         return None
-    # croniter's slot is the gap end it moved a non-existent wall time to
+    gap_end = recent_gap_end(case.tz, theirs)
+    if gap_end is None:
+        return None
+    # croniter's slot is where it moved a wall time of the gap; not a real slot
     assert not case.model.time_matches(from_ms(theirs, case.tz)), (
         f"step-hour-gap: {show(theirs, case.tz)} is a real slot of {case.expression!r}"
     )
     return "theirs"
+
+
+@instant_rule("gap-keeps-seconds")
+def rule_gap_keeps_seconds(case: Case, ours: int | None, theirs: int | None) -> str | None:
+    if ours is None or (theirs is not None and theirs < ours):
+        return None
+    if case.model.hour_is_wildcard or not is_gap_end(case.tz, ours):
+        return None
+    if theirs is None or not ours < theirs < ours + MINUTE:
+        return None
+    if from_ms(theirs, case.tz).second == 0:
+        return None
+    # anarchon fires the gap's wall times at the first instant after the gap
+    assert case.gap_has_match(ours), "gap-keeps-seconds: no wall time of the gap matches"
+    if case.model.time_matches(from_ms(theirs, case.tz)):
+        return "ours"  # croniter's slot is also a real one, anarchon fires it next
+    return "both"
+
+
+@instant_rule("full-hour-list")
+def rule_full_hour_list(case: Case, ours: int | None, theirs: int | None) -> str | None:
+    if ours is None or (theirs is not None and theirs < ours):
+        return None
+    m = case.model
+    if m.hour_is_wildcard or m.hours != frozenset(range(24)):
+        return None
+    if not is_gap_end(case.tz, ours):
+        return None
+    # a fixed hour (SPEC: not * or */n) fires the gap's wall times after the gap
+    assert case.gap_has_match(ours), "full-hour-list: no wall time of the gap matches"
+    return "ours"
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -414,28 +550,29 @@ def compare(expression: str, tz: str, start_ms: int, count: int = SLOTS_PER_EXAM
     """Compare ``count`` slots after ``start_ms``; return the rules that applied."""
     cron = Cron(expression, tz=tz)
     case = Case(expression, tz, start_ms, parse_model(expression), cron)
-    reference: Iterator[int] | None = None
+    case.reference = [MACROS.get(expression, expression)]
     for name, expr_rule in EXPRESSION_RULES.items():
-        reference = expr_rule(case)
-        if reference is not None:
+        rewritten: list[str] = []
+        for text in case.reference:
+            replaced = expr_rule(case, text)
+            rewritten.extend([text] if replaced is None else replaced)
+        if rewritten != case.reference:
             case.applied.append(name)
-            break
-    if reference is None:
-        reference = croniter_slots(expression, tz, start_ms)
+            case.reference = rewritten
+    reference = case.reference_slots()
 
     ours = cron.next_after(start_ms)
     theirs = next(reference, None)
     seen_ours: list[int | None] = []
-    seen_theirs: list[int | None] = []
     matched = 0
-    for _ in range(count * 6):
+    # a fold of an hour holds 3,600 second-occurrence slots of a per-second job
+    for _ in range(count + MAX_SKIPPED):
         if matched >= count or (ours is None and theirs is None):
             return case.applied
         if ours == theirs:
             assert ours is not None
             matched += 1
             seen_ours.append(ours)
-            seen_theirs.append(theirs)
             ours = cron.next_after(ours)
             theirs = next(reference, None)
             continue
@@ -445,7 +582,6 @@ def compare(expression: str, tz: str, start_ms: int, count: int = SLOTS_PER_EXAM
                 continue
             case.applied.append(name)
             if side in ("theirs", "both"):
-                seen_theirs.append(theirs)
                 theirs = next(reference, None)
             if side in ("ours", "both"):
                 assert ours is not None
@@ -457,6 +593,7 @@ def compare(expression: str, tz: str, start_ms: int, count: int = SLOTS_PER_EXAM
                 f"anarchon and croniter differ (no named rule applies)\n"
                 f"  expression: {expression!r}  tz: {tz!r}  start_ms: {start_ms} "
                 f"({from_ms(start_ms, tz).isoformat()})\n"
+                f"  croniter evaluated: {case.reference}\n"
                 f"  agreed so far: {[show(s, tz) for s in seen_ours]}\n"
                 f"  anarchon next: {show(ours, tz)}\n"
                 f"  croniter next: {show(theirs, tz)}\n"
@@ -495,12 +632,17 @@ def plain_item(
             return names[v - base]
         return str(v)
 
-    kinds = ["value", "value", "range", "range_step", "star_step"]
+    kinds = ["value"] * 6 + ["range", "range", "range_step", "star_step", "star_step"]
     if start_step:
         kinds.append("start_step")
     kind = draw(st.sampled_from(kinds))
+    if draw(st.integers(0, 24)) == 0:
+        kind = "equal_range"
     if kind == "value":
         return spell(value())
+    if kind == "equal_range":
+        v = value()
+        return f"{spell(v)}-{spell(v)}"
     if kind == "star_step":
         return f"*/{draw(st.integers(1, max(1, hi - lo)))}"
     if kind == "start_step":
@@ -550,8 +692,7 @@ def dow_field(draw: st.DrawFn) -> str:
         return "*"
     if kind == 4:
         return "?"
-    day = draw(st.integers(0, 7 if kind != 5 else 6))
-    spelled = DOW_NAMES[day % 7] if draw(st.integers(0, 3)) == 0 else str(day)
+    day = draw(st.integers(0, 7))
     if kind == 5:
         nths = draw(
             st.lists(st.tuples(st.integers(0, 6), st.integers(1, 5)), min_size=1, max_size=2)
@@ -560,21 +701,38 @@ def dow_field(draw: st.DrawFn) -> str:
             f"{DOW_NAMES[d] if draw(st.integers(0, 3)) == 0 else d}#{n}" for d, n in nths
         )
     if kind == 6:
-        return draw(st.sampled_from([f"{spelled}L", f"L{spelled}"]))
+        # SPEC: 5L and L5 (a weekday number); names are refused with L
+        return draw(st.sampled_from([f"{day}L", f"L{day}"]))
     # croniter reads "a/n" as a-6/n in this field, SPEC's range is 0-7: not generated
     return draw(plain_field(0, 7, DOW_NAMES, 0, star_weight=0, start_step=False))
 
 
 @st.composite
-def expressions(draw: st.DrawFn) -> str:
+def expressions(
+    draw: st.DrawFn,
+    hot_hours: tuple[int, ...] = HOT_HOURS,
+    hot_minutes: tuple[int, ...] = (0, 15, 30, 45, 59),
+    any_day: bool = False,
+) -> str:
+    """5 fields, 6 fields (seconds first) or a macro.
+
+    ``any_day`` (starts near an offset change): the day fields are mostly
+    ``* * *`` and the hour is often one of ``hot_hours`` alone.
+    """
     shape = draw(st.integers(0, 9))
     if shape == 0:
         return draw(st.sampled_from(sorted(MACROS)))
-    minute = draw(plain_field(0, 59, hot=(0, 15, 30, 45, 59), star_weight=1))
-    hour = draw(plain_field(0, 23, hot=HOT_HOURS, star_weight=2))
-    dom = draw(dom_field())
-    month = draw(plain_field(1, 12, MONTH_NAMES, 1, hot=HOT_MONTHS, star_weight=4))
-    dow = draw(dow_field())
+    minute = draw(plain_field(0, 59, hot=hot_minutes, star_weight=1))
+    if any_day and draw(st.integers(0, 2)) == 0:
+        hour = str(draw(st.sampled_from(hot_hours)))
+    else:
+        hour = draw(plain_field(0, 23, hot=hot_hours, star_weight=2))
+    if any_day and draw(st.integers(0, 2)) > 0:
+        dom, month, dow = "*", "*", "*"
+    else:
+        dom = draw(dom_field())
+        month = draw(plain_field(1, 12, MONTH_NAMES, 1, hot=HOT_MONTHS, star_weight=4))
+        dow = draw(dow_field())
     fields = [minute, hour, dom, month, dow]
     if shape >= 8:  # six fields, seconds first
         fields.insert(0, draw(plain_field(0, 59, hot=(0, 30, 59), star_weight=1)))
@@ -582,8 +740,13 @@ def expressions(draw: st.DrawFn) -> str:
 
 
 @st.composite
-def starts(draw: st.DrawFn) -> tuple[str, int]:
-    """(zone, start ms): near DST transitions, near 29 Feb, or anywhere in 1970-2100."""
+def cases(draw: st.DrawFn) -> tuple[str, str, int]:
+    """(expression, zone, start ms).
+
+    Near half the starts are near a UTC-offset change of a DST zone, and then
+    the expression favours the wall hours and minutes around it; the rest are
+    near 29 February or anywhere in 1970-2100.
+    """
     kind = draw(st.integers(0, 19))
     if kind < 9:
         tz = draw(st.sampled_from([*DST_ZONES, "America/Santiago", "Pacific/Chatham"]))
@@ -591,13 +754,20 @@ def starts(draw: st.DrawFn) -> tuple[str, int]:
         at = moments[draw(st.integers(0, len(moments) - 1))]
         scale = draw(st.sampled_from([2 * MINUTE, 3 * HOUR, 36 * HOUR]))
         offset = draw(st.sampled_from([0, -1, 1, -SECOND]) | st.integers(-scale, scale))
-        return tz, at + offset
+        before, after = from_ms(at - 1, tz), from_ms(at, tz)
+        hours = tuple(
+            sorted({before.hour, after.hour, (before.hour + 1) % 24, (after.hour - 1) % 24})
+        )
+        minutes = tuple(sorted({0, 15, 30, 45, 59, before.minute, after.minute}))
+        expression = draw(expressions(hot_hours=hours, hot_minutes=minutes, any_day=True))
+        return expression, tz, at + offset
+    expression = draw(expressions())
     tz = draw(st.sampled_from(ALL_ZONES))
     if kind < 12:
         year = draw(st.integers(1972, 2096).filter(lambda y: y % 4 == 0) | st.just(2100))
         day = datetime(year, 2, 28, 12, tzinfo=timezone.utc)
-        return tz, to_ms(day) + draw(st.integers(-2 * DAY, 2 * DAY))
-    return tz, draw(st.integers(0, END_2100_MS))
+        return expression, tz, to_ms(day) + draw(st.integers(-2 * DAY, 2 * DAY))
+    return expression, tz, draw(st.integers(0, END_2100_MS))
 
 
 # --------------------------------------------------------------------------- the tests
@@ -609,9 +779,9 @@ def starts(draw: st.DrawFn) -> tuple[str, int]:
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(expression=expressions(), zone_and_start=starts())
-def test_matches_croniter(expression: str, zone_and_start: tuple[str, int]) -> None:
-    tz, start_ms = zone_and_start
+@given(case=cases())
+def test_matches_croniter(case: tuple[str, str, int]) -> None:
+    expression, tz, start_ms = case
     note(f"reproduce: compare({expression!r}, {tz!r}, {start_ms})")
     for name in compare(expression, tz, start_ms):
         event(f"rule {name}")
@@ -688,6 +858,43 @@ EXAMPLES: list[tuple[str, str, str, str, list[str], set[str]]] = [
         "2026-10-25T01:30",
         ["2026-10-25T03:00:00+03:00", "2026-10-25T03:00:00+02:00", "2026-10-25T06:00:00+02:00"],
         set(),
+    ),
+    (
+        "gap-keeps-seconds",
+        "30 30 2 * * *",
+        NY,
+        "2026-03-07T12:00",
+        ["2026-03-08T03:00:00-04:00", "2026-03-09T02:30:30-04:00"],
+        {"gap-keeps-seconds"},
+    ),
+    (
+        "full-hour-list-gap",
+        "30 0-23 * * *",
+        NY,
+        "2026-03-08T00:00",
+        [
+            "2026-03-08T00:30:00-05:00",
+            "2026-03-08T01:30:00-05:00",
+            "2026-03-08T03:00:00-04:00",
+            "2026-03-08T03:30:00-04:00",
+        ],
+        {"full-hour-list"},
+    ),
+    (
+        "full-hour-list-fold",
+        "0 0-23 * * *",
+        NY,
+        "2026-11-01T00:30",
+        ["2026-11-01T01:00:00-04:00", "2026-11-01T02:00:00-05:00", "2026-11-01T03:00:00-05:00"],
+        {"fold-once"},
+    ),
+    (
+        "equal-range",
+        "0 5-5 * * *",
+        "UTC",
+        "2026-01-01T00:00",
+        ["2026-01-01T05:00:00+00:00", "2026-01-02T05:00:00+00:00"],
+        {"equal-range"},
     ),
     (
         "lord-howe-half-hour-gap",

@@ -419,20 +419,32 @@ def test_timetable_jitter_is_capped_by_half_the_gap() -> None:
 def test_timetable_with_cron_schedules() -> None:
     table = _core.Timetable("i")
     start = utc_ms(2026, 1, 1)
-    table.add("minutely", _core.Schedule.cron("* * * * *", "UTC"), 0, start)
-    table.add("daily", _core.Schedule.cron("0 3 * * *", "Europe/Athens"), 0, start)
-    table.add("never", _core.Schedule.cron("0 0 30 2 *", "UTC"), 0, start)
+    now = start + 1
+    table.add("minutely", _core.Schedule.cron("* * * * *", "UTC"), 0, now)
+    table.add("daily", _core.Schedule.cron("0 3 * * *", "Europe/Athens"), 0, now)
+    table.add("never", _core.Schedule.cron("0 0 30 2 *", "UTC"), 0, now)
     assert len(table) == 3
     assert table.next_of("never") is None
+    assert table.next_of("daily") == (start + HOUR, start + HOUR)  # 03:00 in Athens
     assert table.next_wakeup() == start + MINUTE
-    due = table.due(start + 61 * MINUTE)
-    assert [slot for job, slot, _ in due if job == "minutely"] == [
-        start + k * MINUTE for k in range(1, 62)
+    due = table.due(start + 59 * MINUTE)
+    assert due == [("minutely", start + k * MINUTE, start + k * MINUTE) for k in range(1, 60)]
+    assert table.due(start + HOUR - 1) == []
+    assert sorted(table.due(start + HOUR)) == [
+        ("daily", start + HOUR, start + HOUR),
+        ("minutely", start + HOUR, start + HOUR),
     ]
-    assert table.due(utc_ms(2026, 1, 1, 1) - 1) == []
-    assert ("daily", utc_ms(2026, 1, 1, 1), utc_ms(2026, 1, 1, 1)) in table.due(
-        utc_ms(2026, 1, 1, 1)
-    )
+    assert table.next_of("daily") == (start + DAY + HOUR, start + DAY + HOUR)
+
+
+def test_timetable_cron_jitter_is_capped_by_the_gap_to_the_next_slot() -> None:
+    table = _core.Timetable("web-1")
+    table.add("fast", _core.Schedule.cron("*/2 * * * * *", "UTC"), 10_000, 1)
+    for _ in range(50):
+        slot, fire_at = table.next_of("fast") or (0, 0)
+        assert slot <= fire_at < slot + 1_000  # half of the 2 s gap
+        assert fire_at - slot == _core.jitter_ms("web-1", "fast", slot, 10_000, 2_000)
+        table.due(fire_at)
 
 
 def test_timetable_jobs_without_slots_never_wake() -> None:
