@@ -66,7 +66,7 @@ class _WallClock:
         return time.time_ns() // 1_000_000
 
 
-@dataclass
+@dataclass(slots=True)
 class _RunState:
     """The lease state of one ``(job, slot)`` (SPEC §5)."""
 
@@ -97,6 +97,8 @@ class _JobData:
     tokens: dict[str, tuple[int, int]] = field(default_factory=dict)
     oldest_slot: int | None = None
     retention_ms: int | None = None
+    # Run-state count at which trimming is tried next (amortises the scan).
+    trim_states_at: int = 0
     # The latest history settings a caller gave (release() and finish() get none).
     history_size: int = 1000
     history_ttl_ms: int | None = None
@@ -433,8 +435,10 @@ class MemoryRunStore(RunStore):
     def _trim_states(data: _JobData, history_size: int, now: int) -> None:
         """Drop old finished run state once late and catch-up claims can no longer ask for it."""
         size = max(int(history_size), 1)
-        if data.retention_ms is None or len(data.states) <= 2 * size:
+        count = len(data.states)
+        if data.retention_ms is None or count <= 2 * size or count < data.trim_states_at:
             return
+        data.trim_states_at = count + size  # retried after ``size`` more runs at the earliest
         horizon = now - data.retention_ms
         removable = sorted(
             slot
