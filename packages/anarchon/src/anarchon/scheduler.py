@@ -558,7 +558,7 @@ class Scheduler:
                 raise
             except Exception:
                 retry = request
-                outcome = await self._store(lambda: runs.claim(retry), deadline_ms)
+                outcome = await self._store(functools.partial(runs.claim, retry), deadline_ms)
             if outcome is _GAVE_UP:
                 return
             kind = outcome.kind
