@@ -38,7 +38,5 @@ def jitter_ms(instance_id: str, job: str, slot: int, jitter_ms: int, gap_ms: int
 def build_history(
     claims: Sequence[Any], results: Sequence[Any], limit: int
 ) -> list[
-    tuple[
-        int, str, str, str | None, int, bool, int | None, int | None, int | None, str | None
-    ]
+    tuple[int, str, str, str | None, int, bool, int | None, int | None, int | None, str | None]
 ]: ...

@@ -37,7 +37,9 @@ class InvalidJobError(AnarchonError, ValueError):
 
     code = "ANARCHON_INVALID_JOB"
 
-    def __init__(self, message: str, *, field: str | None = None, position: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, field: str | None = None, position: int | None = None
+    ) -> None:
         super().__init__(message)
         self.field = field
         self.position = position

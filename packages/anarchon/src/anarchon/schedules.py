@@ -47,11 +47,10 @@ class Every(Schedule):
         return f"Every({self.interval_ms}ms, offset={self.offset_ms}ms)"
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Every)
-            and (self.interval_ms, self.offset_ms % self.interval_ms)
-            == (other.interval_ms, other.offset_ms % other.interval_ms)
-        )
+        return isinstance(other, Every) and (
+            self.interval_ms,
+            self.offset_ms % self.interval_ms,
+        ) == (other.interval_ms, other.offset_ms % other.interval_ms)
 
     def __hash__(self) -> int:
         return hash(("every", self.interval_ms, self.offset_ms % self.interval_ms))
@@ -70,9 +69,13 @@ class Cron(Schedule):
 
     def __init__(self, expression: str, tz: str = "UTC") -> None:
         if not isinstance(expression, str):
-            raise InvalidJobError(f"cron expression must be a string, got {type(expression).__name__}")
+            raise InvalidJobError(
+                f"cron expression must be a string, got {type(expression).__name__}"
+            )
         if not isinstance(tz, str):
-            raise InvalidJobError(f"tz must be an IANA zone name, got {type(tz).__name__}", field="tz")
+            raise InvalidJobError(
+                f"tz must be an IANA zone name, got {type(tz).__name__}", field="tz"
+            )
         self.expression = expression
         self.tz = tz
         self._compiled = _core.Schedule.cron(expression, tz)
@@ -81,7 +84,10 @@ class Cron(Schedule):
         return f"Cron({self.expression!r}, tz={self.tz!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Cron) and (self.expression, self.tz) == (other.expression, other.tz)
+        return isinstance(other, Cron) and (self.expression, self.tz) == (
+            other.expression,
+            other.tz,
+        )
 
     def __hash__(self) -> int:
         return hash(("cron", self.expression, self.tz))
