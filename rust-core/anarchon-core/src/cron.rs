@@ -194,7 +194,8 @@ impl CronSchedule {
         let t = self.transition_between(early, late)?;
         let off_second = wp - late;
         let fold_start_wall = t + off_second;
-        let x = self.find_wall(fold_start_wall, max_year(fold_start_wall))?;
+        let (wp_year, _, _) = civil_from_days(wp.div_euclid(DAY));
+        let x = self.find_wall(fold_start_wall, wp_year)?;
         (x <= wp).then_some(x - off_second)
     }
 
