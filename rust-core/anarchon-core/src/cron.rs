@@ -19,6 +19,7 @@ mod tests;
 
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone};
 use chrono_tz::{GapInfo, Tz};
+use std::sync::OnceLock;
 
 use crate::error::ScheduleError;
 use parse::Parsed;
@@ -48,6 +49,8 @@ pub struct CronSchedule {
     day_table: [u32; 28],
     /// The hour field is `*` or `*/n`: times follow real time across DST.
     wildcard_hour: bool,
+    /// `min_gap_ms`, computed on first use (it probes the zone's DST changes).
+    min_gap: OnceLock<i64>,
 }
 
 /// A wall-clock time mapped to instants.
@@ -85,6 +88,7 @@ impl CronSchedule {
             months: parsed.months.mask as u16,
             day_table: build_day_table(&parsed),
             wildcard_hour: parsed.wildcard_hour,
+            min_gap: OnceLock::new(),
         })
     }
 
@@ -123,6 +127,10 @@ impl CronSchedule {
     /// fields in a fixed-offset zone; in a zone with DST it is lowered to the
     /// smallest gap seen around the zone's offset changes in 2024-2035.
     pub fn min_gap_ms(&self) -> i64 {
+        *self.min_gap.get_or_init(|| self.compute_min_gap_ms())
+    }
+
+    fn compute_min_gap_ms(&self) -> i64 {
         let wall = self.wall_min_gap();
         if wall <= 1 || self.fixed_offset.is_some() {
             return wall.max(1) * 1000;
