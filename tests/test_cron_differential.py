@@ -37,15 +37,23 @@ what croniter evaluates; rules on instants explain one slot at a divergence.
   (``1-31``, ``0-6``) into ``*`` when the other field's text contains a ``*``
   (``*/2``), which drops the OR; SPEC §3 counts ``*/2`` as restricted and
   combines with OR. Asserted as for ``or-special-day`` (the union).
+- ``l-miscount``: a day-of-month list of 30 days plus ``L`` (``2-31,L``) is
+  those days; croniter counts ``L`` as a day value, takes the list for all 31
+  and reads it as ``*`` when the day-of-week text has a ``*`` (day 1 fires). A
+  croniter defect. Asserted: anarchon equals the union of croniter's schedules
+  for the 30 days and for ``L``.
 - ``equal-range``: ``a-a`` is the single value ``a``; croniter reads an equal
   range as the whole cycle (``5-5`` = every hour). Not in SPEC §3 (a docs
   decision). Asserted: anarchon equals croniter given ``a`` instead of ``a-a``.
 
 Inputs given to croniter: six fields go with ``second_at_beginning=True``;
 ``5L`` (last Friday, SPEC §3) is spelled ``L5`` for croniter, which knows only
-that spelling. Not generated: ``a/n`` in day-of-week (croniter and anarchon
-read it as ``a-6/n``, cron's range is 0-7: left to docs), ``LW``, ``W15`` and
-names with ``L`` (not in SPEC §3).
+that spelling; a day field croniter refuses because it mixes ``W`` days or
+``#``/``L`` weekdays with other items in a list (``1,15W``, ``1,5#2``) is
+given as one expression per part, whose slots are united (a list is the union
+of its items; see ``croniter_inputs``). Not generated: ``a/n`` in day-of-week
+(croniter and anarchon read it as ``a-6/n``, cron's range is 0-7), ``LW``,
+``W15`` and names with ``L`` (not in SPEC §3).
 """
 
 from __future__ import annotations
@@ -299,6 +307,34 @@ def _croniter_last_weekday(item: str) -> str:
     return f"L{day if day.isdigit() else DOW_NAMES.index(day)}"
 
 
+def croniter_inputs(expression: str) -> list[str]:
+    """Expressions croniter accepts whose slots together are those of ``expression``.
+
+    croniter refuses a ``W`` day in a list (``1,15W``) and plain weekdays mixed
+    with ``#``/``L`` ones (``1,5#2``). A list is the union of its items, so such
+    a field is split (``1`` and ``15W``; ``1`` and ``5#2``) when the other day
+    field is a bare ``*`` (the ``or-*`` rules split first when it is not).
+    """
+    parts = expression.split()
+    if len(parts) not in (5, 6):
+        return [expression]
+    dom_at, dow_at = len(parts) - 3, len(parts) - 1
+    dom_items, dow_items = parts[dom_at].split(","), parts[dow_at].split(",")
+    groups: list[tuple[int, list[str]]] = []
+    if len(dom_items) > 1 and any(i.endswith("W") for i in dom_items):
+        w_items = [i for i in dom_items if i.endswith("W")]
+        rest = [i for i in dom_items if not i.endswith("W")]
+        groups.append((dom_at, w_items + ([",".join(rest)] if rest else [])))
+    special = [i for i in dow_items if "#" in i or "L" in i]
+    if special and len(special) < len(dow_items):
+        plain = [i for i in dow_items if i not in special]
+        groups.append((dow_at, [",".join(special), ",".join(plain)]))
+    out = [parts]
+    for index, pieces in groups:
+        out = [[*p[:index], piece, *p[index + 1 :]] for p in out for piece in pieces]
+    return [" ".join(p) for p in out]
+
+
 def croniter_slots(expression: str, tz: str, start_ms: int) -> Iterator[int]:
     """croniter's slots strictly after ``start_ms``, until it finds no more."""
     text, kwargs = croniter_spelling(expression)
@@ -473,6 +509,17 @@ def rule_or_star_collapse(case: Case, expression: str) -> list[str] | None:
     return _or_split(expression)
 
 
+@expression_rule("l-miscount")
+def rule_l_miscount(case: Case, expression: str) -> list[str] | None:
+    m = parse_model(expression)
+    items = m.fields[3].split(",")
+    if "L" not in items or len(m.dom_values) != 30 or "*" not in m.fields[5]:
+        return None
+    # croniter counts L as a 31st value and reads the list as `*`: give it apart
+    rest = ",".join(i for i in items if i != "L")
+    return [m.with_day_fields(rest, m.fields[5]), m.with_day_fields("L", m.fields[5])]
+
+
 @instant_rule("fold-once")
 def rule_fold_once(case: Case, ours: int | None, theirs: int | None) -> str | None:
     if theirs is None or (ours is not None and ours < theirs):
@@ -559,6 +606,7 @@ def compare(expression: str, tz: str, start_ms: int, count: int = SLOTS_PER_EXAM
         if rewritten != case.reference:
             case.applied.append(name)
             case.reference = rewritten
+    case.reference = [piece for text in case.reference for piece in croniter_inputs(text)]
     reference = case.reference_slots()
 
     ours = cron.next_after(start_ms)
@@ -677,9 +725,10 @@ def dom_field(draw: st.DrawFn) -> str:
         return "*"
     if kind == 4:
         return "?"
-    if kind == 5:
-        return f"{draw(st.sampled_from(HOT_DAYS) | st.integers(1, 31))}W"
+    w_day = f"{draw(st.sampled_from(HOT_DAYS) | st.integers(1, 31))}W"
     plain = draw(plain_field(1, 31, hot=HOT_DAYS, star_weight=0))
+    if kind == 5:
+        return draw(st.sampled_from([w_day, w_day, f"{plain},{w_day}", f"{w_day},L"]))
     if kind == 6:
         return draw(st.sampled_from(["L", f"{plain},L", f"L,{plain}"]))
     return plain
@@ -692,19 +741,19 @@ def dow_field(draw: st.DrawFn) -> str:
         return "*"
     if kind == 4:
         return "?"
+    # croniter reads "a/n" as a-6/n in this field, cron's range is 0-7: not generated
+    plain = draw(plain_field(0, 7, DOW_NAMES, 0, star_weight=0, start_step=False))
+    if kind >= 7:
+        return plain
+    nths = draw(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 5)), min_size=1, max_size=2))
+    special = [f"{DOW_NAMES[d] if draw(st.integers(0, 3)) == 0 else d}#{n}" for d, n in nths]
     day = draw(st.integers(0, 7))
-    if kind == 5:
-        nths = draw(
-            st.lists(st.tuples(st.integers(0, 6), st.integers(1, 5)), min_size=1, max_size=2)
-        )
-        return ",".join(
-            f"{DOW_NAMES[d] if draw(st.integers(0, 3)) == 0 else d}#{n}" for d, n in nths
-        )
+    # SPEC: 5L and L5 (a weekday number); names are refused with L
+    special.append(draw(st.sampled_from([f"{day}L", f"L{day}"])))
+    items = draw(st.lists(st.sampled_from(special), min_size=1, max_size=2, unique=True))
     if kind == 6:
-        # SPEC: 5L and L5 (a weekday number); names are refused with L
-        return draw(st.sampled_from([f"{day}L", f"L{day}"]))
-    # croniter reads "a/n" as a-6/n in this field, SPEC's range is 0-7: not generated
-    return draw(plain_field(0, 7, DOW_NAMES, 0, star_weight=0, start_step=False))
+        items.append(plain)  # mixed with plain weekdays: croniter refuses, see list-split
+    return ",".join(draw(st.permutations(items)))
 
 
 @st.composite
@@ -895,6 +944,14 @@ EXAMPLES: list[tuple[str, str, str, str, list[str], set[str]]] = [
         "2026-01-01T00:00",
         ["2026-01-01T05:00:00+00:00", "2026-01-02T05:00:00+00:00"],
         {"equal-range"},
+    ),
+    (
+        "l-miscount",
+        "0 0 2-31,L * *",
+        "UTC",
+        "2026-01-31T12:00",
+        ["2026-02-02T00:00:00+00:00", "2026-02-03T00:00:00+00:00"],
+        {"l-miscount"},
     ),
     (
         "lord-howe-half-hour-gap",
