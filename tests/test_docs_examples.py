@@ -1,0 +1,47 @@
+"""Every Python example in README.md and docs/ runs (each in a fresh interpreter)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+# Pages whose examples need a live server are run by their backend's own test suite.
+SERVER_PAGES = {"backends/sql.md", "backends/redis.md", "backends/nats.md"}
+
+
+def _examples() -> list[tuple[str, str]]:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = []
+    for page in pages:
+        name = page.relative_to(ROOT / "docs").as_posix() if page.parent != ROOT else page.name
+        if name in SERVER_PAGES:
+            continue
+        for number, match in enumerate(FENCE.finditer(page.read_text()), start=1):
+            found.append((f"{name}#{number}", match.group(1)))
+    return found
+
+
+EXAMPLES = _examples()
+
+
+def test_examples_were_found() -> None:
+    assert len(EXAMPLES) >= 8
+
+
+@pytest.mark.parametrize(("where", "code"), EXAMPLES, ids=[where for where, _ in EXAMPLES])
+def test_example_runs(where: str, code: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, f"{where} failed:\n{result.stdout}\n{result.stderr}"
