@@ -1,0 +1,152 @@
+"""Install from built wheels, as a new user would, outside the workspace.
+
+`uv build` builds every package: an sdist, then the wheel *from that sdist*
+(so the sdist of `anarchon`, whose crate lives outside the package folder, is
+proven to build). Each extra is then installed with pip into a fresh virtual
+environment, pointing pip at the built wheels.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# extra -> (distribution it must pull, URL schemes it must register)
+EXTRAS = {
+    "redis": ("anarchon-redis", ["redis", "rediss"]),
+    "valkey": ("anarchon-redis", ["valkey", "valkeys"]),
+    "nats": ("anarchon-nats", ["nats"]),
+    "postgres": ("anarchon-sql", ["postgresql", "postgres"]),
+    "sqlite": ("anarchon-sql", ["sqlite"]),
+}
+PRESENT = {extra: spec for extra, spec in EXTRAS.items() if (ROOT / "packages" / spec[0]).is_dir()}
+URLS = {
+    "redis": "redis://:hunter2@127.0.0.1:1/0",
+    "rediss": "rediss://127.0.0.1:1/0",
+    "valkey": "valkey://127.0.0.1:1/0",
+    "valkeys": "valkeys://127.0.0.1:1/0",
+    "nats": "nats://127.0.0.1:1",
+    "postgresql": "postgresql://u:hunter2@127.0.0.1:1/db",
+    "postgres": "postgres://u:hunter2@127.0.0.1:1/db",
+    "sqlite": "sqlite:///anarchon-test.db",
+}
+RESOLVE = """
+import json, sys
+from anarchon import Scheduler, AnarchonError
+out = {}
+for url in sys.argv[1:]:
+    try:
+        out[url] = ["ok", Scheduler(backend=url).backend.name]
+    except AnarchonError as error:
+        out[url] = [error.code, str(error)]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        ["uv", "build", "--all-packages", "--out-dir", str(out)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    return out
+
+
+def _venv(path: Path, dist: Path, requirement: str) -> Path:
+    venv.create(path, with_pip=True, clear=True)
+    python = path / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--find-links", str(dist), requirement],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        cwd=path,
+    )
+    return python
+
+
+def _resolve(python: Path, urls: list[str], cwd: Path) -> dict[str, list[str]]:
+    result = subprocess.run(
+        [str(python), "-c", RESOLVE, *urls], capture_output=True, text=True, check=True, cwd=cwd
+    )
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def _distributions(python: Path) -> set[str]:
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {row["name"].lower() for row in json.loads(listed.stdout)}
+
+
+def test_every_package_builds_an_sdist_and_a_wheel(dist: Path) -> None:
+    names = {p.name for p in dist.iterdir()}
+    packages = ["anarchon", *sorted({spec[0] for spec in PRESENT.values()})]
+    for package in packages:
+        stem = package.replace("-", "_")
+        assert any(n.startswith(f"{stem}-0.1.0") and n.endswith(".tar.gz") for n in names), names
+        assert any(n.startswith(f"{stem}-0.1.0") and n.endswith(".whl") for n in names), names
+
+
+def test_core_alone_names_the_extra_for_each_scheme(dist: Path, tmp_path: Path) -> None:
+    python = _venv(tmp_path / "core", dist, "anarchon")
+    assert not {spec[0] for spec in EXTRAS.values()} & _distributions(python)
+    schemes = [scheme for _, (_, schemes) in EXTRAS.items() for scheme in schemes]
+    answers = _resolve(python, [URLS[s] for s in schemes], tmp_path)
+    for extra, (_, extra_schemes) in EXTRAS.items():
+        for scheme in extra_schemes:
+            code, message = answers[URLS[scheme]]
+            assert code == "ANARCHON_UNKNOWN_BACKEND", (scheme, message)
+            assert f'pip install "anarchon[{extra}]"' in message
+            assert "hunter2" not in message
+    memory = _resolve(python, ["memory://"], tmp_path)["memory://"]
+    assert memory == ["ok", "memory"]
+    cli = subprocess.run(
+        [str(python.parent / "anarchon"), "next", "@daily", "-n", "2", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert len(json.loads(cli.stdout)) == 2
+
+
+@pytest.mark.parametrize("extra", sorted(PRESENT))
+def test_extra_pulls_its_backend(extra: str, dist: Path, tmp_path: Path) -> None:
+    distribution, schemes = PRESENT[extra]
+    python = _venv(tmp_path / extra, dist, f"anarchon[{extra}]")
+    assert distribution in _distributions(python)
+    answers = _resolve(python, [URLS[s] for s in schemes], tmp_path)
+    for scheme in schemes:
+        assert answers[URLS[scheme]][0] == "ok", answers[URLS[scheme]]
+    listed = subprocess.run(
+        [str(python.parent / "anarchon"), "backends", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    registered = {row["scheme"]: row["distribution"] for row in json.loads(listed.stdout)}
+    for scheme in schemes:
+        assert registered[scheme] == distribution
+
+
+ALL_PRESENT = len(PRESENT) == len(EXTRAS)
+
+
+@pytest.mark.parametrize("extra", ["all"] if ALL_PRESENT else [])
+def test_all_pulls_every_backend(extra: str, dist: Path, tmp_path: Path) -> None:
+    python = _venv(tmp_path / "all", dist, f"anarchon[{extra}]")
+    assert {spec[0] for spec in EXTRAS.values()} <= _distributions(python)
+    answers = _resolve(python, list(URLS.values()), tmp_path)
+    assert all(answer[0] == "ok" for answer in answers.values()), answers
