@@ -12,6 +12,7 @@ from anarchon.errors import InvalidJobError
 Duration: TypeAlias = "str | int | float | timedelta"
 """A duration as users write it."""
 
+_MAX_MS = 2**62  # far beyond any real schedule, and safe for the engine's i64 arithmetic
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
@@ -36,6 +37,8 @@ def to_ms(value: Duration, *, what: str = "duration", allow_zero: bool = True) -
         raise InvalidJobError(
             f"{what} must be {'>= 0' if allow_zero else 'positive'}, got {value!r}"
         )
+    if ms > _MAX_MS:
+        raise InvalidJobError(f"{what} is too large, got {value!r}")
     if ms != int(ms):
         raise InvalidJobError(f"{what} must be a whole number of milliseconds, got {value!r}")
     return int(ms)
