@@ -35,8 +35,7 @@ async def interval(url: str, instance: str, job: str, until_ms: int, out: str) -
     async with scheduler:
         now = await scheduler.backend.now_ms()
         _line(out, f"start {now}")
-        while time.time() * 1000 < until_ms:
-            await asyncio.sleep(0.05)
+        await asyncio.sleep(max(0.0, until_ms / 1000 - time.time()))
         now = await scheduler.backend.now_ms()
         _line(out, f"stop {now}")
 

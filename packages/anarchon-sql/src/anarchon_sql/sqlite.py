@@ -195,7 +195,7 @@ class SqliteBackend(SqlBackend):
 
     def __init__(
         self,
-        path: str | os.PathLike[str] | SqlClient | None = None,
+        path: str | os.PathLike[str] | SqlClient | Any = None,
         *,
         database: SqlClient | Any | None = None,
         table_prefix: str = DEFAULT_TABLE_PREFIX,
@@ -280,15 +280,36 @@ class SqliteBackend(SqlBackend):
                 f"cannot open the SQLite database {self.describe()}: {error}"
             ) from error
         try:
-            await conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            await conn.execute("PRAGMA journal_mode = WAL")
-            await conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            await conn.execute_fetchall(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            await self._enable_wal(conn)
+            await conn.execute_fetchall(f"PRAGMA synchronous = {self.synchronous.upper()}")
         except sqlite3.Error as error:
             await conn.close()
             raise BackendUnavailableError(
                 f"cannot set up the SQLite database {self.describe()}: {error}"
             ) from error
         return _AiosqliteClient(conn, owned=True), True
+
+    async def _enable_wal(self, conn: Any) -> None:
+        """Switch the file to WAL (persistent), retrying while another process holds it.
+
+        Changing the journal mode needs an exclusive lock, and SQLite may answer
+        "database is locked" at once instead of calling the busy handler (when
+        several processes open a fresh file together), so retry up to the
+        busy timeout.
+        """
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + max(self.timeout, 1.0)
+        while True:
+            try:
+                rows = await conn.execute_fetchall("PRAGMA journal_mode")
+                if str(next(iter(rows))[0]).lower() != "wal":
+                    await conn.execute_fetchall("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or loop.time() > give_up:
+                    raise
+                await asyncio.sleep(0.01)
 
     async def check_server(self, client: SqlClient) -> None:
         """Refuse SQLite older than 3.35 (no ``RETURNING``)."""
