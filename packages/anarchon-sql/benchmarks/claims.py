@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import sys
@@ -30,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 from anarchon.types import RunClaim
 from anarchon_sql import PostgresBackend, SqlBackend, SqliteBackend
-from sqltest_servers import start_postgres
+from sqltest_servers import start_postgres  # type: ignore[import-not-found]
 
 
 class GenericPostgresBackend(PostgresBackend):
@@ -114,13 +115,8 @@ def main() -> None:
         )
         for sync in ("full", "normal"):
             path = os.path.join(tmp, f"{sync}.db")
-            run(
-                f"SQLite synchronous={sync}, 1 task",
-                lambda p=path, s=sync: SqliteBackend(p, synchronous=s),
-                args.seconds,
-                args.runs,
-                1,
-            )
+            make = functools.partial(SqliteBackend, path, synchronous=sync)
+            run(f"SQLite synchronous={sync}, 1 task", make, args.seconds, args.runs, 1)
     finally:
         server.stop()
 
