@@ -15,6 +15,7 @@ from anarchon.memory import MemoryBackend
 from anarchon.registry import (
     ENV_VAR,
     EXTRAS,
+    _install_hint,
     installed_backends,
     redact_url,
     resolve_backend,
@@ -119,18 +120,20 @@ def test_not_a_url_is_invalid_config(url: str) -> None:
     assert caught.value.code == "ANARCHON_INVALID_CONFIG"
 
 
-# Schemes whose backend is installed here cannot show the hint; the wheel-install
-# test (fresh venv without the extra) covers those.
-@pytest.mark.parametrize("scheme", sorted(set(EXTRAS) - _installed_schemes()))
-def test_unknown_known_scheme_names_the_extra(scheme: str) -> None:
-    url = f"{scheme}://admin:hunter2@db.example:1234/0?password=alsosecret"
-    with pytest.raises(UnknownBackendError) as caught:
-        resolve_backend(url)
-    error = caught.value
-    assert error.code == "ANARCHON_UNKNOWN_BACKEND"
-    assert f'pip install "anarchon[{EXTRAS[scheme]}]"' in str(error)
-    assert "hunter2" not in str(error)
-    assert "alsosecret" not in str(error)
+def test_unknown_known_scheme_names_the_extra() -> None:
+    # Schemes whose backend is installed here resolve instead; the wheel-install test
+    # (tests/test_packaging.py, a fresh venv without the extras) covers every scheme.
+    for scheme in sorted(set(EXTRAS) - _installed_schemes()):
+        url = f"{scheme}://admin:hunter2@db.example:1234/0?password=alsosecret"
+        with pytest.raises(UnknownBackendError) as caught:
+            resolve_backend(url)
+        error = caught.value
+        assert error.code == "ANARCHON_UNKNOWN_BACKEND"
+        assert f'pip install "anarchon[{EXTRAS[scheme]}]"' in str(error)
+        assert "hunter2" not in str(error)
+        assert "alsosecret" not in str(error)
+    for scheme, extra in EXTRAS.items():
+        assert _install_hint(scheme) == f'pip install "anarchon[{extra}]"'
 
 
 def test_extras_table_matches_the_spec() -> None:
