@@ -1,0 +1,289 @@
+"""The connection layer: one adapter over redis-py and valkey-py asyncio clients.
+
+Everything the backend sends goes through :class:`Connection`:
+
+- ``execute(*args)`` — one raw command (``execute_command``);
+- ``evalsha(script, keys, args)`` — a Lua script by its SHA1, loading it again
+  (``SCRIPT LOAD``) and retrying once when the server answers ``NOSCRIPT``
+  (after a restart or ``SCRIPT FLUSH``);
+- ``pipeline(commands)`` — several commands in one round trip (no transaction).
+
+A driver's connection failure (refused, reset, timeout, ``LOADING`` after a
+restart, ``READONLY`` during a fail-over, ...) is raised as
+:class:`~anarchon.errors.BackendUnavailableError` with the driver error
+chained (``__cause__``) and the server named with its password hidden; every
+other error reaches the caller unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import inspect
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from anarchon.errors import BackendUnavailableError, InvalidConfigError
+
+__all__ = [
+    "Connection",
+    "Driver",
+    "LuaScript",
+    "is_noscript",
+    "text",
+]
+
+_TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY ")
+"""Error replies that mean "the server cannot serve this right now", not "this command is wrong"."""
+
+_TRANSIENT_CLASSES = frozenset(
+    {"ReadOnlyError", "MasterDownError", "ClusterDownError", "TryAgainError", "BusyLoadingError"}
+)
+"""The drivers' classes for those replies (they strip the reply's code from the message)."""
+
+
+@dataclass(frozen=True)
+class LuaScript:
+    """A Lua script and its SHA1 (what ``EVALSHA`` names it by)."""
+
+    name: str
+    source: str
+    sha: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
+
+
+def text(value: Any) -> str:
+    """A reply value as ``str`` (clients with or without ``decode_responses``)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def is_noscript(error: BaseException) -> bool:
+    """True for the server's ``NOSCRIPT`` reply (redis-py and valkey-py strip the code)."""
+    return type(error).__name__ == "NoScriptError" or str(error).startswith("NOSCRIPT")
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    """The connection-level exception classes of the drivers imported so far."""
+    found: list[type[BaseException]] = [OSError, asyncio.TimeoutError, EOFError]
+    for module in ("redis.exceptions", "valkey.exceptions"):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            found.append(loaded.ConnectionError)
+            found.append(loaded.TimeoutError)
+    return tuple(found)
+
+
+def _is_transient_reply(error: BaseException) -> bool:
+    name = type(error).__name__
+    if name in _TRANSIENT_CLASSES:
+        return True
+    return name == "ResponseError" and str(error).startswith(_TRANSIENT_REPLIES)
+
+
+class Driver:
+    """A Python client library for the server: ``redis`` (redis-py) or ``valkey`` (valkey-py)."""
+
+    def __init__(self, module: str, client_class: str, extra: str, schemes: tuple[str, ...]):
+        self.module = module
+        self.client_class = client_class
+        self.extra = extra
+        self.schemes = schemes
+
+    def load(self) -> Any:
+        """The driver's ``asyncio`` module; a missing driver names the extra to install."""
+        try:
+            return importlib.import_module(f"{self.module}.asyncio")
+        except ImportError:
+            raise InvalidConfigError(
+                f'the {self.module!r} client is not installed: pip install "anarchon[{self.extra}]"'
+            ) from None
+
+    def _defaults(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Connection defaults for clients the backend opens.
+
+        One immediate retry (a pooled connection that died with a server
+        restart is reconnected transparently) and no more: a longer outage
+        reaches the scheduler, which retries with backoff and logs it once.
+        Timeouts keep a hung server from hanging a claim forever.
+        """
+        defaults: dict[str, Any] = {}
+        if "retry" not in given:
+            retry = importlib.import_module(f"{self.module}.asyncio.retry").Retry
+            backoff = importlib.import_module(f"{self.module}.backoff").NoBackoff
+            defaults["retry"] = retry(backoff(), 1)
+        if "socket_timeout" not in given:
+            defaults["socket_timeout"] = 10.0
+        if "socket_connect_timeout" not in given:
+            defaults["socket_connect_timeout"] = 5.0
+        return defaults
+
+    def check_url(self, url: str, shown: str) -> None:
+        """Validate a URL (scheme, query options the driver takes) without connecting."""
+        aio = self.load()
+        try:
+            pool = aio.ConnectionPool.from_url(url)
+            pool.connection_class(**pool.connection_kwargs)
+        except (TypeError, ValueError, OSError) as error:
+            message = str(error).replace(url, shown)
+            raise InvalidConfigError(f"bad {self.module} URL {shown!r}: {message}") from None
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Validate an options mapping (keywords of the driver's client) without connecting."""
+        aio = self.load()
+        client = getattr(aio, self.client_class)
+        params = inspect.signature(client.__init__).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        unknown = sorted(k for k in options if k not in params and k != "url")
+        if unknown and not takes_any:
+            raise InvalidConfigError(
+                f"{self.module}.asyncio.{self.client_class} does not take the option(s)"
+                f" {', '.join(unknown)}"
+            )
+
+    def open_url(self, url: str) -> Any:
+        """A new client for ``url`` (not connected yet)."""
+        aio = self.load()
+        client_class = getattr(aio, self.client_class)
+        # Options in the URL's query win over these defaults (the drivers' rule).
+        return client_class.from_url(url, **self._defaults({}))
+
+    def open_options(self, options: Mapping[str, Any]) -> Any:
+        """A new client from a mapping of the client's keyword arguments (``url`` allowed)."""
+        aio = self.load()
+        client_class = getattr(aio, self.client_class)
+        given = dict(options)
+        url = given.pop("url", None)
+        kwargs = {**self._defaults(given), **given}
+        if url is not None:
+            return client_class.from_url(str(url), **kwargs)
+        return client_class(**kwargs)
+
+
+REDIS_DRIVER = Driver("redis", "Redis", "redis", ("redis", "rediss", "unix"))
+VALKEY_DRIVER = Driver(
+    "valkey", "Valkey", "valkey", ("valkey", "valkeys", "redis", "rediss", "unix")
+)
+
+
+class Connection:
+    """A client plus what the backend needs around it (scripts, error mapping).
+
+    ``owned`` is True when the backend opened the client and must close it.
+    """
+
+    def __init__(self, client: Any, *, owned: bool, where: str) -> None:
+        execute = getattr(client, "execute_command", None)
+        if execute is None or not callable(execute):
+            raise InvalidConfigError(
+                f"{type(client).__name__} is not a Redis client: it has no execute_command()"
+            )
+        if not inspect.iscoroutinefunction(execute):
+            raise InvalidConfigError(
+                f"{type(client).__name__}.execute_command is not async: pass an asyncio client"
+                " (redis.asyncio.Redis or valkey.asyncio.Valkey)"
+            )
+        self.client = client
+        self.owned = owned
+        self.where = where
+        self._execute = execute
+        self._errors = _driver_errors()
+
+    # Errors -----------------------------------------------------------------
+
+    def unavailable(self, error: BaseException) -> BackendUnavailableError | None:
+        """The ``BackendUnavailableError`` for a connection-level failure, else None."""
+        if isinstance(error, self._errors) or _is_transient_reply(error):
+            detail = str(error).strip() or type(error).__name__
+            return BackendUnavailableError(f"{self.where} is unavailable: {detail}")
+        return None
+
+    def _raise(self, error: Exception) -> None:
+        mapped = self.unavailable(error)
+        if mapped is not None:
+            raise mapped from error
+        raise error
+
+    # Commands -----------------------------------------------------------------
+
+    async def execute(self, *args: Any) -> Any:
+        """Send one command; connection failures become ``BackendUnavailableError``."""
+        try:
+            return await self._execute(*args)
+        except Exception as error:
+            self._raise(error)
+            raise  # unreachable: _raise always raises
+
+    async def evalsha(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """``EVALSHA`` the script; on ``NOSCRIPT`` load it again and retry once."""
+        try:
+            return await self._execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except Exception as error:
+            if not is_noscript(error):
+                self._raise(error)
+        await self.load_scripts((script,))
+        try:
+            return await self._execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except Exception as error:
+            self._raise(error)
+            raise
+
+    async def load_scripts(self, scripts: Iterable[LuaScript]) -> None:
+        """``SCRIPT LOAD`` each script (one round trip) and check the SHA1s the server gives."""
+        wanted = list(scripts)
+        if not wanted:
+            return
+        replies = await self.pipeline([("SCRIPT", "LOAD", s.source) for s in wanted])
+        for script, reply in zip(wanted, replies, strict=True):
+            if isinstance(reply, Exception):
+                self._raise(reply)
+            if text(reply) != script.sha:
+                raise BackendUnavailableError(
+                    f"{self.where} loaded the {script.name} script as {text(reply)!r},"
+                    f" expected {script.sha}"
+                )
+
+    async def pipeline(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Send the commands in one round trip (no MULTI); a failed command's error is its result.
+
+        Connection failures are raised (``BackendUnavailableError``) instead.
+        """
+        make = getattr(self.client, "pipeline", None)
+        if make is None:
+            results: list[Any] = []
+            for command in commands:
+                try:
+                    results.append(await self._execute(*command))
+                except Exception as error:
+                    if self.unavailable(error) is not None:
+                        self._raise(error)
+                    results.append(error)
+            return results
+        try:
+            async with make(transaction=False) as pipe:
+                for command in commands:
+                    pipe.execute_command(*command)
+                return list(await pipe.execute(raise_on_error=False))
+        except Exception as error:
+            self._raise(error)
+            raise
+
+    async def time_ms(self) -> int:
+        """The server clock (``TIME``) in ms since the epoch."""
+        reply = await self.execute("TIME")
+        return int(reply[0]) * 1000 + int(reply[1]) // 1000
+
+    async def close(self) -> None:
+        """Close the client (only called for clients the backend opened)."""
+        closer = getattr(self.client, "aclose", None) or getattr(self.client, "close", None)
+        if closer is None:
+            return
+        result = closer()
+        if inspect.isawaitable(result):
+            await result

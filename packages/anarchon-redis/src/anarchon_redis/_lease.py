@@ -1,0 +1,285 @@
+"""The ``lease`` strategy: the claim tree of SPEC §5 in one Lua script, with the server's clock.
+
+Keys of a job (one hash tag, so Redis Cluster keeps them on one node):
+
+==========================  ==========  ===============================================
+``{<prefix><job>}:state``    hash        per run (field = slot): attempt, token, status,
+                                         runner, lease expiry, start (JSON)
+``{<prefix><job>}:active``   set         slots whose run is not finished yet
+``{<prefix><job>}:slots``    sorted set  every slot in ``state`` (to trim the oldest)
+``{<prefix><job>}:runs``     stream      one entry per attempt and per manual run
+``{<prefix><job>}:results``  sorted set  one result per attempt (JSON, scored by slot)
+==========================  ==========  ===============================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anarchon.backend import RunStore
+from anarchon.errors import DedupeWindowError
+from anarchon.history import build_history
+from anarchon.types import (
+    ActiveRun,
+    ClaimInput,
+    ClaimOutcome,
+    JobLimits,
+    RunClaim,
+    RunRecord,
+    StoredResult,
+)
+
+from anarchon_redis import _lua
+from anarchon_redis._client import text
+from anarchon_redis._runtime import Runtime, claim_records, decode_result, encode_result
+from anarchon_redis.strategies import Lease
+
+__all__ = ["PLAIN_CLAIM_LEASE_MS", "RETENTION_MARGIN_MS", "LeaseRuntime", "RedisRunStore"]
+
+PLAIN_CLAIM_LEASE_MS = 86_400_000
+"""Lease of a plain :meth:`Backend.claim` (one attempt, no heartbeats): one day."""
+
+RETENTION_MARGIN_MS = 60_000
+"""Extra time finished run state is kept beyond what late and catch-up claims need."""
+
+HISTORY_SLACK = 16
+"""Extra records read beyond ``2 * limit`` (claims are stored in claim order, not slot order)."""
+
+
+def _outcome(reply: Any) -> ClaimOutcome:
+    kind = text(reply[0])
+    if kind in ("late", "none"):
+        return ClaimOutcome(kind)
+    return ClaimOutcome(kind, int(reply[1]), text(reply[2]), int(reply[3]))
+
+
+class LeaseRuntime(Runtime):
+    """The ``lease`` strategy for one backend."""
+
+    scripts = _lua.LEASE_SCRIPTS
+
+    def __init__(self, backend: Any, settings: Lease) -> None:
+        super().__init__(backend)
+        self.settings = settings
+        self.runs: RedisRunStore = RedisRunStore(self)
+        self._keys: dict[str, tuple[str, str, str, str, str]] = {}
+        self._keep: dict[str, int] = {}
+
+    # Keys -------------------------------------------------------------------
+
+    def keys(self, job: str) -> tuple[str, str, str, str, str]:
+        """``(state, active, slots, runs, results)`` of ``job``."""
+        keys = self._keys.get(job)
+        if keys is None:
+            tag = "{" + self.backend.prefix + job + "}"
+            keys = (
+                f"{tag}:state",
+                f"{tag}:active",
+                f"{tag}:slots",
+                f"{tag}:runs",
+                f"{tag}:results",
+            )
+            self._keys[job] = keys
+        return keys
+
+    def keep_ms(self, job: str) -> int:
+        """How long finished run state of ``job`` is kept (what this instance knows it needs)."""
+        return self._keep.get(job, self.settings.window_ms)
+
+    # Runtime ------------------------------------------------------------------
+
+    def check_job(self, limits: JobLimits) -> None:
+        """Refuse a catch-up window the lease window cannot cover; learn how long to keep state.
+
+        Run state is kept ``max(max_late, catch_up) + jitter`` plus a minute
+        (never while the run is in progress), and at least the newest
+        ``history_size`` runs.
+        """
+        catch_up = limits.catch_up_ms or 0
+        window = self.settings.window_ms
+        if catch_up + limits.jitter_ms >= window:
+            raise DedupeWindowError(
+                f"job {limits.job!r}: catch_up ({catch_up} ms) + jitter ({limits.jitter_ms} ms)"
+                f" must be below the lease strategy's window_ms ({window} ms)"
+            )
+        needed = max(limits.max_late_ms, catch_up) + limits.jitter_ms + RETENTION_MARGIN_MS
+        self._keep[limits.job] = max(self._keep.get(limits.job, 0), needed)
+
+    async def prepare_job(self, job: str, history_size: int) -> None:
+        """Record (in the store) how long this instance needs the job's run state kept."""
+        keep = self._keep.get(job)
+        if keep is not None:
+            await (await self.ready()).evalsha(_lua.LEASE_PREPARE, self.keys(job)[:1], (keep,))
+
+    async def claim(self, input: ClaimInput) -> bool:
+        """A lease claim with ``create=True``, no overlap check, one attempt, mapped to a bool.
+
+        The claim script also writes the history record.
+        """
+        keys = self.keys(input.job)
+        ttl = input.history_ttl_ms
+        reply = await (await self.ready()).evalsha(
+            _lua.LEASE_CLAIM,
+            keys,
+            (
+                int(input.slot),
+                input.token,
+                input.instance_id,
+                PLAIN_CLAIM_LEASE_MS,
+                1,
+                1,
+                "",
+                1,
+                int(input.history_size),
+                self.keep_ms(input.job),
+                "" if ttl is None else int(ttl),
+            ),
+        )
+        return text(reply[0]) == "won" or int(reply[4]) == 1
+
+    async def record_manual_run(self, input: ClaimInput) -> int | None:
+        """Append a manual claim record to the job's ``runs`` stream (no de-duplication)."""
+        runs = self.keys(input.job)[3]
+        await (await self.ready()).execute(
+            "XADD",
+            runs,
+            "*",
+            "slot",
+            int(input.slot),
+            "token",
+            input.token,
+            "instance",
+            input.instance_id,
+            "attempt",
+            1,
+            "manual",
+            1,
+        )
+        return None
+
+    async def save_result(
+        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
+    ) -> None:
+        """Store the result and trim history; a plain claim's run state is marked finished too."""
+        await (await self.ready()).evalsha(
+            _lua.LEASE_SAVE,
+            self.keys(job),
+            (
+                int(result.slot),
+                result.token,
+                encode_result(result),
+                result.status,
+                1 if result.manual else 0,
+                max(int(history_size), 1),
+                "" if history_ttl_ms is None else int(history_ttl_ms),
+            ),
+        )
+
+    async def history(self, job: str, limit: int) -> list[RunRecord]:
+        """Recent runs of ``job`` (one record per attempt), newest first."""
+        if limit <= 0:
+            return []
+        _state, _active, _slots, runs, results = self.keys(job)
+        fetch = 2 * int(limit) + HISTORY_SLACK
+        entries, members = await (await self.ready()).pipeline(
+            [
+                ("XREVRANGE", runs, "+", "-", "COUNT", fetch),
+                ("ZREVRANGE", results, 0, fetch - 1),
+            ]
+        )
+        for reply in (entries, members):
+            if isinstance(reply, Exception):
+                raise reply
+        claims = claim_records(job, entries, manual=False)
+        stored = [r for r in (decode_result(m) for m in members) if r is not None]
+        return build_history(job, claims, stored, limit)
+
+
+class RedisRunStore(RunStore):
+    """Leases on Redis/Valkey: every method is one Lua script, timed with the server's ``TIME``."""
+
+    def __init__(self, runtime: LeaseRuntime) -> None:
+        self._rt = runtime
+
+    async def claim(self, claim: RunClaim) -> ClaimOutcome:
+        """Walk the claim tree of SPEC §5 in one script and return its outcome."""
+        rt = self._rt
+        deadline, ttl = claim.deadline_ms, claim.history_ttl_ms
+        reply = await (rt.backend._conn or await rt.backend._ready()).evalsha(
+            _lua.LEASE_CLAIM,
+            rt.keys(claim.job),
+            (
+                claim.slot,
+                claim.token,
+                claim.instance_id,
+                claim.lease_ms,
+                claim.max_attempts,
+                1 if claim.overlap else 0,
+                "" if deadline is None else deadline,
+                1 if claim.create else 0,
+                claim.history_size,
+                rt.keep_ms(claim.job),
+                "" if ttl is None else ttl,
+            ),
+        )
+        return _outcome(reply)
+
+    async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
+        """Extend the lease to server time + ``lease_ms`` if ``token`` still owns the run."""
+        rt = self._rt
+        keys = rt.keys(job)
+        reply = await (await rt.ready()).evalsha(
+            _lua.LEASE_HEARTBEAT, keys[:1], (int(slot), token, int(lease_ms))
+        )
+        return int(reply) == 1
+
+    async def finish(
+        self, job: str, slot: int, token: str, status: str, error: str | None = None
+    ) -> bool:
+        """Mark the run finished if ``token`` owns it (run state only; a retry is answered True).
+
+        The scheduler stores the result with ``save_result`` afterwards.
+        """
+        rt = self._rt
+        keys = rt.keys(job)
+        reply = await (await rt.ready()).evalsha(
+            _lua.LEASE_FINISH, keys[:2], (int(slot), token, status)
+        )
+        return int(reply) == 1
+
+    async def release(self, job: str, slot: int, token: str) -> bool:
+        """End ``token``'s lease now (hand-over); on the last attempt mark the run interrupted.
+
+        The released attempt is recorded ``interrupted`` (reason ``handed_over``).
+        """
+        rt = self._rt
+        state, active, _slots, _runs, results = rt.keys(job)
+        reply = await (await rt.ready()).evalsha(
+            _lua.LEASE_RELEASE, (state, active, results), (int(slot), token)
+        )
+        return int(reply) == 1
+
+    async def now_ms(self) -> int:
+        """The server clock (``TIME``) in ms."""
+        return await self._rt.backend.now_ms()
+
+    async def active(self, job: str) -> list[ActiveRun]:
+        """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
+        rt = self._rt
+        reply = list(await (await rt.ready()).evalsha(_lua.LEASE_ACTIVE, rt.keys(job)[:2], ()))
+        now = int(reply[0])
+        runs = []
+        for i in range(1, len(reply) - 4, 5):
+            lease = int(reply[i + 3])
+            runs.append(
+                ActiveRun(
+                    slot=int(text(reply[i])),
+                    attempt=int(reply[i + 1]),
+                    runner=text(reply[i + 2]),
+                    lease_expires_at=lease,
+                    live=lease > now,
+                    token=text(reply[i + 4]),
+                )
+            )
+        runs.sort(key=lambda run: run.slot)
+        return runs

@@ -1,0 +1,396 @@
+"""The Lua scripts, run with ``EVALSHA`` (Redis 5+, Valkey).
+
+``lease`` scripts touch only the keys of one job, which share the hash tag
+``{<prefix><job>}``; they read the server clock with ``TIME`` (allowed before
+writes since Redis 5, where scripts replicate by their effects). Claim-only
+scripts touch one key each.
+
+Run state lives in the ``state`` hash, one field per slot, as a small JSON
+object (``cjson``) with these keys:
+
+====  =========================================================
+``a``  attempt (0 for a skipped slot)
+``t``  token of the current attempt
+``s``  status: ``running``, ``finished``, ``interrupted``, ``skipped``
+``r``  runner (instance id of the current attempt)
+``l``  lease expiry (server ms)
+``b``  start of the current attempt (server ms)
+``m``  max_attempts of the claim that started it
+``x``  1 once released (hand-over), else 0
+``e``  end reason (``handed_over``), when released
+``f``  finish time (server ms), once ended
+``o``  outcome given to ``finish`` (``ok``, ``error``, ...)
+====  =========================================================
+
+Two bookkeeping fields sit beside the slots: ``~keep`` (the longest any
+instance asked run state to be kept, ms) and ``~ttl`` (when history is next
+checked against ``history_ttl``).
+
+Results are JSON objects in the ``results`` sorted set, scored by slot; claim
+records are entries of the ``runs`` stream whose first field is the slot.
+"""
+
+from __future__ import annotations
+
+from anarchon_redis._client import LuaScript
+
+__all__ = [
+    "LEASE_ACTIVE",
+    "LEASE_CLAIM",
+    "LEASE_FINISH",
+    "LEASE_HEARTBEAT",
+    "LEASE_PREPARE",
+    "LEASE_RELEASE",
+    "LEASE_SAVE",
+    "LEASE_SCRIPTS",
+    "STREAM_ID_SCRIPTS",
+    "TRIM_STREAM",
+]
+
+_PRELUDE = r"""
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function int(n) return string.format('%d', n) end
+local function opt(s) if s == nil or s == '' then return nil end return tonumber(s) end
+local function put(state, slot, r) redis.call('HSET', state, slot, cjson.encode(r)) end
+"""
+
+_LEASE_LIB = r"""
+local function add_result(results, slot, token, runner, status, started, finished, attempt, reason)
+  local r = {slot = slot, token = token, instance_id = runner, status = status,
+             started_at = started, finished_at = finished, attempt = attempt, manual = false,
+             reason = reason}
+  redis.call('ZADD', results, slot, cjson.encode(r))
+end
+
+local function add_claim(runs, slot_s, token, runner, attempt, now)
+  redis.call('XADD', runs, '*', 'slot', slot_s, 'token', token, 'instance', runner,
+             'attempt', attempt, 'manual', '0', 'at', int(now))
+end
+
+-- Keep about `size` runs (between N and 2N) and nothing older than `ttl`;
+-- never a record of a run still in progress. Claims go before their results,
+-- so a finished run never shows as running.
+local function trim_history(state, active, runs, results, now, size, ttl)
+  local by_count = redis.call('XLEN', runs) > 2 * size or redis.call('ZCARD', results) > 2 * size
+  local by_ttl = false
+  if ttl then
+    local due = tonumber(redis.call('HGET', state, '~ttl') or '0')
+    if now >= due then
+      by_ttl = true
+      redis.call('HSET', state, '~ttl', int(now + math.max(10, math.min(math.floor(ttl / 2), 60000))))
+    end
+  end
+  if not (by_count or by_ttl) then return end
+  local running, oldest_running = {}, nil
+  for _, s in ipairs(redis.call('SMEMBERS', active)) do
+    local n = tonumber(s)
+    running[n] = true
+    if oldest_running == nil or n < oldest_running then oldest_running = n end
+  end
+  local entries = redis.call('XRANGE', runs, '-', '+')
+  local cut = nil
+  if by_count then
+    if #entries > size then
+      local slots = {}
+      for i, e in ipairs(entries) do slots[i] = tonumber(e[2][2]) end
+      table.sort(slots, function(x, y) return x > y end)
+      cut = slots[size]
+    end
+    if redis.call('ZCARD', results) > size then
+      local nth = redis.call('ZREVRANGE', results, size - 1, size - 1, 'WITHSCORES')
+      local score = tonumber(nth[2])
+      if cut == nil or score < cut then cut = score end
+    end
+  end
+  if ttl then
+    local horizon = now - ttl
+    if cut == nil or horizon > cut then cut = horizon end
+  end
+  if cut == nil then return end
+  local dead = {}
+  for _, e in ipairs(entries) do
+    local s = tonumber(e[2][2])
+    if s < cut and not running[s] then
+      dead[#dead + 1] = e[1]
+      if #dead >= 500 then
+        redis.call('XDEL', runs, unpack(dead))
+        dead = {}
+      end
+    end
+  end
+  if #dead > 0 then redis.call('XDEL', runs, unpack(dead)) end
+  if oldest_running ~= nil and oldest_running < cut then cut = oldest_running end
+  redis.call('ZREMRANGEBYSCORE', results, '-inf', '(' .. int(cut))
+end
+
+-- Drop old finished run state once late and catch-up claims can no longer ask
+-- for it: only beyond the newest `size` runs and older than `keep` ms.
+local function trim_state(state, active, slots, now, size, keep)
+  local count = redis.call('ZCARD', slots)
+  if count <= 2 * size then return end
+  local stored = tonumber(redis.call('HGET', state, '~keep') or '0')
+  if stored > keep then keep = stored end
+  local old = redis.call('ZRANGEBYSCORE', slots, '-inf', '(' .. int(now - keep),
+                         'LIMIT', 0, count - size)
+  for _, s in ipairs(old) do
+    if redis.call('SISMEMBER', active, s) == 0 then
+      redis.call('HDEL', state, s)
+      redis.call('ZREM', slots, s)
+    end
+  end
+end
+"""
+
+_CLAIM = r"""
+-- KEYS: state, active, slots, runs, results
+-- ARGV: slot, token, instance, lease_ms, max_attempts, overlap (0/1),
+--       deadline ('' = none), create (0/1), history_size, keep_ms, history_ttl_ms ('' = none)
+-- Returns {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
+local state, active, slots, runs, results = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local slot_s, token, instance = ARGV[1], ARGV[2], ARGV[3]
+local slot, lease_ms, max_attempts = tonumber(slot_s), tonumber(ARGV[4]), tonumber(ARGV[5])
+local size, keep, ttl = tonumber(ARGV[9]), tonumber(ARGV[10]), opt(ARGV[11])
+local now = now_ms()
+local raw = redis.call('HGET', state, slot_s)
+if not raw then
+  local deadline = opt(ARGV[7])
+  if deadline and now > deadline then return {'late', 0, '', 0, 0} end
+  if ARGV[8] ~= '1' then return {'none', 0, '', 0, 0} end
+  if ARGV[6] ~= '1' then
+    local blocker, blocker_slot = nil, nil
+    for _, s in ipairs(redis.call('SMEMBERS', active)) do
+      local n = tonumber(s)
+      if n < slot and (blocker_slot == nil or n > blocker_slot) then
+        local other = redis.call('HGET', state, s)
+        if other then
+          local o = cjson.decode(other)
+          if o.s == 'running' and o.l > now then blocker, blocker_slot = o, n end
+        end
+      end
+    end
+    if blocker then
+      put(state, slot_s, {a = 0, t = token, s = 'skipped', r = instance, l = now, b = now,
+                          m = max_attempts, x = 0, f = now})
+      redis.call('ZADD', slots, slot_s, slot_s)
+      add_result(results, slot, token, instance, 'skipped', now, now, 1, 'overlap')
+      trim_state(state, active, slots, now, size, keep)
+      return {'overlap', 0, blocker.r, blocker.l, 0}
+    end
+  end
+  local lease = now + lease_ms
+  put(state, slot_s, {a = 1, t = token, s = 'running', r = instance, l = lease, b = now,
+                      m = max_attempts, x = 0})
+  redis.call('SADD', active, slot_s)
+  redis.call('ZADD', slots, slot_s, slot_s)
+  add_claim(runs, slot_s, token, instance, 1, now)
+  trim_state(state, active, slots, now, size, keep)
+  if redis.call('XLEN', runs) > 2 * size then
+    trim_history(state, active, runs, results, now, size, ttl)
+  end
+  return {'won', 1, instance, lease, 1}
+end
+local r = cjson.decode(raw)
+local mine = 0
+if r.t == token then mine = 1 end
+if mine == 1 and r.s == 'running' and r.x == 0 then
+  local lease = math.max(r.l, now + lease_ms)
+  if lease ~= r.l then
+    r.l = lease
+    put(state, slot_s, r)
+  end
+  return {'won', r.a, r.r, r.l, 1}
+end
+if r.s ~= 'running' or mine == 1 then return {'done', r.a, r.r, r.l, mine} end
+if r.l > now then return {'running', r.a, r.r, r.l, 0} end
+if r.a < max_attempts then
+  if r.x == 0 then
+    add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(r.l, r.b), r.a, 'lease_lost')
+  end
+  r.a = r.a + 1
+  r.t, r.r, r.l, r.m, r.b, r.x, r.e = token, instance, now + lease_ms, max_attempts, now, 0, nil
+  put(state, slot_s, r)
+  add_claim(runs, slot_s, token, instance, r.a, now)
+  if redis.call('XLEN', runs) > 2 * size then
+    trim_history(state, active, runs, results, now, size, ttl)
+  end
+  return {'won', r.a, instance, r.l, 1}
+end
+if r.x == 0 then
+  add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(now, r.b), r.a,
+             'attempts_exhausted')
+end
+r.s, r.f = 'interrupted', now
+put(state, slot_s, r)
+redis.call('SREM', active, slot_s)
+return {'done', r.a, r.r, r.l, 0}
+"""
+
+_HEARTBEAT = r"""
+-- KEYS: state   ARGV: slot, token, lease_ms   Returns 1 if the lease was extended.
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local r = cjson.decode(raw)
+if r.t ~= ARGV[2] or r.s ~= 'running' or r.x ~= 0 then return 0 end
+r.l = now_ms() + tonumber(ARGV[3])
+put(KEYS[1], ARGV[1], r)
+return 1
+"""
+
+_FINISH = r"""
+-- KEYS: state, active   ARGV: slot, token, status
+-- Returns 1 if the run is now finished by this token (also for a retried finish).
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local r = cjson.decode(raw)
+if r.t ~= ARGV[2] then return 0 end
+if r.s == 'finished' then return 1 end
+if r.s ~= 'running' or r.x ~= 0 then return 0 end
+r.s, r.f, r.o = 'finished', now_ms(), ARGV[3]
+put(KEYS[1], ARGV[1], r)
+redis.call('SREM', KEYS[2], ARGV[1])
+return 1
+"""
+
+_RELEASE = r"""
+-- KEYS: state, active, results   ARGV: slot, token
+-- Ends the token's lease now (a backup takes over at its next re-check); on the
+-- last attempt the run is interrupted instead. Returns 1 (also for a retry).
+local state, active, results = KEYS[1], KEYS[2], KEYS[3]
+local raw = redis.call('HGET', state, ARGV[1])
+if not raw then return 0 end
+local r = cjson.decode(raw)
+if r.t ~= ARGV[2] then return 0 end
+if r.s ~= 'running' or r.x ~= 0 then
+  if r.e == 'handed_over' then return 1 end
+  return 0
+end
+local now = now_ms()
+add_result(results, tonumber(ARGV[1]), r.t, r.r, 'interrupted', r.b, math.max(now, r.b), r.a,
+           'handed_over')
+r.e = 'handed_over'
+if r.a >= r.m then
+  r.s, r.f = 'interrupted', now
+  redis.call('SREM', active, ARGV[1])
+else
+  r.l, r.x = now, 1
+end
+put(state, ARGV[1], r)
+return 1
+"""
+
+_SAVE = r"""
+-- KEYS: state, active, slots, runs, results
+-- ARGV: slot, token, result (JSON), status, manual (0/1), history_size, history_ttl_ms ('' = none)
+local state, active, slots, runs, results = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now = now_ms()
+if ARGV[5] ~= '1' and ARGV[4] ~= 'running' then
+  local raw = redis.call('HGET', state, ARGV[1])
+  if raw then
+    local r = cjson.decode(raw)
+    if r.t == ARGV[2] and r.s == 'running' then
+      r.s, r.f, r.o = 'finished', now, ARGV[4]
+      put(state, ARGV[1], r)
+      redis.call('SREM', active, ARGV[1])
+    end
+  end
+end
+redis.call('ZADD', results, ARGV[1], ARGV[3])
+trim_history(state, active, runs, results, now, tonumber(ARGV[6]), opt(ARGV[7]))
+return 1
+"""
+
+_ACTIVE = r"""
+-- KEYS: state, active   Returns {now, slot, attempt, runner, lease, token, ...} (unfinished runs).
+local out = {now_ms()}
+for _, s in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local raw = redis.call('HGET', KEYS[1], s)
+  if raw then
+    local r = cjson.decode(raw)
+    if r.s == 'running' then
+      out[#out + 1] = s
+      out[#out + 1] = r.a
+      out[#out + 1] = r.r
+      out[#out + 1] = r.l
+      out[#out + 1] = r.t
+    end
+  end
+end
+return out
+"""
+
+_PREPARE = r"""
+-- KEYS: state   ARGV: keep_ms   Remember the longest time any instance needs run state kept.
+local stored = tonumber(redis.call('HGET', KEYS[1], '~keep') or '0')
+if tonumber(ARGV[1]) > stored then redis.call('HSET', KEYS[1], '~keep', ARGV[1]) end
+return 1
+"""
+
+_TRIM_STREAM = r"""
+-- KEYS: one stream   ARGV: history_size, history_ttl_ms ('' = none), keep_newest (0/1),
+--                          slot field ('' = the entry ID is the slot)
+-- Trims to `size` entries once over 2 * size, and drops entries older than the TTL
+-- (by entry ID time), keeping the newest one when asked. Returns {removed, oldest slot or ''}.
+local key, size, ttl = KEYS[1], tonumber(ARGV[1]), opt(ARGV[2])
+local removed = 0
+if redis.call('XLEN', key) > 2 * size then
+  removed = removed + redis.call('XTRIM', key, 'MAXLEN', size)
+end
+if ttl then
+  local horizon = now_ms() - ttl
+  if horizon > 0 then
+    local old = redis.call('XRANGE', key, '-', int(horizon - 1), 'COUNT', 1000)
+    local ids = {}
+    for i, e in ipairs(old) do ids[i] = e[1] end
+    if ARGV[3] == '1' and #ids > 0 and #ids >= redis.call('XLEN', key) then
+      table.remove(ids)
+    end
+    for i = 1, #ids, 500 do
+      local last = math.min(i + 499, #ids)
+      removed = removed + redis.call('XDEL', key, unpack(ids, i, last))
+    end
+  end
+end
+local first = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)
+if #first == 0 then return {removed, ''} end
+if ARGV[4] == '' then
+  local ms = string.match(first[1][1], '^(%d+)')
+  return {removed, ms}
+end
+local fields = first[1][2]
+for i = 1, #fields, 2 do
+  if fields[i] == ARGV[4] then return {removed, fields[i + 1]} end
+end
+return {removed, ''}
+"""
+
+
+def _script(name: str, *parts: str) -> LuaScript:
+    return LuaScript(name, "".join(parts))
+
+
+LEASE_CLAIM = _script("claim", _PRELUDE, _LEASE_LIB, _CLAIM)
+LEASE_HEARTBEAT = _script("heartbeat", _PRELUDE, _HEARTBEAT)
+LEASE_FINISH = _script("finish", _PRELUDE, _FINISH)
+LEASE_RELEASE = _script("release", _PRELUDE, _LEASE_LIB, _RELEASE)
+LEASE_SAVE = _script("save", _PRELUDE, _LEASE_LIB, _SAVE)
+LEASE_ACTIVE = _script("active", _PRELUDE, _ACTIVE)
+LEASE_PREPARE = _script("prepare", _PRELUDE, _PREPARE)
+TRIM_STREAM = _script("trim-stream", _PRELUDE, _TRIM_STREAM)
+
+LEASE_SCRIPTS = (
+    LEASE_CLAIM,
+    LEASE_HEARTBEAT,
+    LEASE_FINISH,
+    LEASE_RELEASE,
+    LEASE_SAVE,
+    LEASE_ACTIVE,
+    LEASE_PREPARE,
+)
+"""Every script of the ``lease`` strategy (loaded at ``init()``)."""
+
+STREAM_ID_SCRIPTS = (TRIM_STREAM,)
+"""Every script of the ``stream-id`` strategy (loaded at ``init()``)."""

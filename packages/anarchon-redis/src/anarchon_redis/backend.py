@@ -1,0 +1,391 @@
+"""``RedisBackend`` and ``ValkeyBackend``: exactly-once slots on Redis 5+ and Valkey.
+
+The connection is a URL, an options mapping or your own asyncio client::
+
+    RedisBackend("rediss://user:secret@cache:6380/1")            # opened and closed by us
+    RedisBackend({"host": "cache", "port": 6379, "db": 1})       # redis.asyncio.Redis(**options)
+    RedisBackend(my_client, strategy="stream-id")                # yours: never closed by us
+    ValkeyBackend("valkey://cache:6379/0")                       # valkey-py
+
+Backend options also ride in a URL's query (``strategy``, ``prefix`` and the
+strategy's settings, e.g. ``window_ms``); every other query option goes to the
+driver, which must know it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+from anarchon.backend import STORE_FORMAT, Backend, RunStore
+from anarchon.errors import (
+    BackendUnavailableError,
+    InvalidConfigError,
+    StoreFormatError,
+    UnsupportedError,
+)
+from anarchon.registry import redact_url
+from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
+
+from anarchon_redis._client import REDIS_DRIVER, VALKEY_DRIVER, Connection, Driver, text
+from anarchon_redis._runtime import Runtime
+from anarchon_redis.strategies import STRATEGIES, Strategy, parse_strategy
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "MIN_REDIS_VERSION",
+    "RedisBackend",
+    "RedisBackendBase",
+    "ValkeyBackend",
+]
+
+DEFAULT_PREFIX = "cron:"
+"""Key prefix by default: keys look like ``{cron:<job>}:state`` and ``cron:format``."""
+
+MIN_REDIS_VERSION = (5, 0, 0)
+"""Streams and effects-replicated scripts (``TIME`` before writes)."""
+
+_OWN_OPTIONS = ("strategy", "prefix")
+_FORBIDDEN_IN_PREFIX = set("{}") | {chr(c) for c in range(33)} | {"\x7f"}
+
+
+def _check_prefix(prefix: Any) -> str:
+    if not isinstance(prefix, str) or not prefix:
+        raise InvalidConfigError(f"prefix must be a non-empty string, got {prefix!r}")
+    bad = sorted(set(prefix) & _FORBIDDEN_IN_PREFIX)
+    if bad:
+        raise InvalidConfigError(
+            f"prefix {prefix!r} may not contain braces, whitespace or control characters"
+            f" (found {bad!r}): the job's keys use the hash tag {{<prefix><job>}}"
+        )
+    return prefix
+
+
+def _version(raw: str) -> tuple[int, ...]:
+    parts = []
+    for piece in raw.strip().split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def _info(reply: Any) -> dict[str, str]:
+    """``INFO`` as a dict (redis-py parses it; a raw client returns the text)."""
+    if isinstance(reply, Mapping):
+        return {text(k): text(v) for k, v in reply.items()}
+    found = {}
+    for line in text(reply).splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not line.startswith("#"):
+            found[key.strip()] = value.strip()
+    return found
+
+
+class RedisBackendBase(Backend):
+    """What :class:`RedisBackend` and :class:`ValkeyBackend` share (one driver each)."""
+
+    name: ClassVar[str] = "redis"
+    driver: ClassVar[Driver] = REDIS_DRIVER
+    default_url: ClassVar[str] = "redis://localhost:6379/0"
+
+    def __init__(
+        self,
+        source: str | Mapping[str, Any] | Any = None,
+        *,
+        strategy: str | Strategy = "lease",
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        if source is None:
+            source = self.default_url
+        self.prefix = _check_prefix(prefix)
+        self.strategy: Strategy = parse_strategy(strategy)
+        if self.strategy.redis_only and self.driver is VALKEY_DRIVER:
+            raise UnsupportedError(
+                f"Valkey has no {self.strategy.name!r} strategy; use one of"
+                f" {', '.join(n for n, c in STRATEGIES.items() if not c.redis_only)}"
+            )
+        self.url: str | None = None
+        self.options: dict[str, Any] | None = None
+        self.client: Any = None
+        if isinstance(source, str):
+            self.url = source
+            self.shown = redact_url(source)
+            self._check_scheme(source)
+            self.driver.check_url(source, self.shown)
+        elif isinstance(source, Mapping):
+            self.options = dict(source)
+            self.driver.check_options(self.options)
+            where = self.options.get("url")
+            if where is not None:
+                self.shown = redact_url(str(where))
+            else:
+                host = self.options.get("host", "localhost")
+                port = self.options.get("port", 6379)
+                self.shown = f"{host}:{port}/{self.options.get('db', 0)}"
+        else:
+            self.client = source
+            Connection(source, owned=False, where="")  # validate now: is it an asyncio client?
+            self.shown = f"a {type(source).__module__}.{type(source).__name__}"
+        self.dedupe_window_ms = self.strategy.dedupe_window_ms
+        self._runtime: Runtime = self.strategy._runtime(self)
+        self.runs: RunStore | None = self._runtime.runs if self.strategy.leases else None
+        self._conn: Connection | None = None
+        self._init_lock: asyncio.Lock | None = None
+        self.server: str | None = None
+        """``"redis 7.0.15"`` or ``"valkey 9.1.2"`` once initialised."""
+
+    # Construction ----------------------------------------------------------
+
+    def _check_scheme(self, url: str) -> None:
+        scheme = url.partition("://")[0].lower()
+        if scheme not in self.driver.schemes:
+            schemes = ", ".join(f"{s}://" for s in self.driver.schemes)
+            raise InvalidConfigError(
+                f"{type(self).__name__} takes {schemes} URLs, not {self.shown!r}"
+            )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisBackendBase:
+        """Build from a URL; ``strategy``, ``prefix`` and strategy settings may ride in the query.
+
+        Keyword options are merged into the query. Every other option goes to
+        the driver (``socket_timeout``, ``ssl_ca_certs``, ...), which must know it.
+        """
+        shown = redact_url(url)
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        query.update({key: str(value) for key, value in options.items()})
+        strategy_name = query.pop("strategy", "lease")
+        prefix = query.pop("prefix", DEFAULT_PREFIX)
+        settings_class = STRATEGIES.get(strategy_name.strip().lower())
+        if settings_class is None:
+            known = ", ".join(sorted(STRATEGIES))
+            raise InvalidConfigError(
+                f"unknown strategy {strategy_name!r} in {shown!r} (known: {known})"
+            )
+        settings_names = set(_settings_fields(settings_class))
+        settings = {k: query.pop(k) for k in list(query) if k in settings_names}
+        others = {k: v for k, v in query.items()}
+        _refuse_other_strategies_settings(strategy_name, others, shown)
+        strategy = settings_class.from_options(settings)
+        driver_url = urlunsplit(parts._replace(query=urlencode(others, quote_via=quote)))
+        backend = cls(driver_url, strategy=strategy, prefix=prefix)
+        backend.shown = redact_url(driver_url)
+        return backend
+
+    # Connection --------------------------------------------------------------
+
+    def describe(self) -> str:
+        """Where the store is, for messages (the password hidden)."""
+        return f"{self.name} at {self.shown}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.shown!r}, strategy={self.strategy.describe()!r}, prefix={self.prefix!r})"
+
+    def _open(self) -> Connection:
+        where = self.describe()
+        if self.client is not None:
+            return Connection(self.client, owned=False, where=where)
+        if self.url is not None:
+            client = self.driver.open_url(self.url)
+        else:
+            assert self.options is not None
+            client = self.driver.open_options(self.options)
+        return Connection(client, owned=True, where=where)
+
+    async def _ready(self) -> Connection:
+        await self.init()
+        assert self._conn is not None
+        return self._conn
+
+    async def init(self) -> None:
+        """Connect, check the server (Redis 5+ or Valkey), load the scripts, check the format.
+
+        Idempotent. An unreachable server raises ``BackendUnavailableError``
+        (``ANARCHON_BACKEND_UNAVAILABLE``) naming it with the password hidden.
+        """
+        if self._conn is not None:
+            return
+        if self._init_lock is None:
+            self._init_lock = asyncio.Lock()
+        async with self._init_lock:
+            if self._conn is not None:
+                return
+            conn = self._open()
+            try:
+                await self._check_server(conn)
+                await conn.load_scripts(self._runtime.scripts)
+                await self._check_format(conn)
+            except BackendUnavailableError as error:
+                if conn.owned:
+                    await _quietly(conn.close())
+                cause = error.__cause__
+                if cause is None:
+                    raise
+                detail = str(cause).strip() or type(cause).__name__
+                raise BackendUnavailableError(
+                    f"cannot connect to {self.describe()}: {detail}"
+                ) from cause
+            except BaseException:
+                if conn.owned:
+                    await _quietly(conn.close())
+                raise
+            self._conn = conn
+
+    async def _check_server(self, conn: Connection) -> None:
+        try:
+            info = _info(await conn.execute("INFO", "server"))
+        except BackendUnavailableError:
+            raise
+        except Exception as error:  # e.g. an ACL without INFO: go on unchecked
+            if "NOPERM" in str(error) or "permission" in str(error).lower():
+                self.server = self.name
+                return
+            raise
+        server = "valkey" if "valkey_version" in info else "redis"
+        raw = info.get("valkey_version") or info.get("redis_version") or "0"
+        version = _version(raw)
+        self.server = f"{server} {raw}"
+        if server == "redis" and version < MIN_REDIS_VERSION:
+            raise BackendUnavailableError(
+                f"{self.describe()} runs Redis {raw}; anarchon-redis needs Redis 5.0 or newer"
+            )
+        await self._runtime.check_server(server, version)
+
+    async def _check_format(self, conn: Connection) -> None:
+        """Write the store format marker (``<prefix>format``); refuse a newer format."""
+        key = self.prefix + "format"
+        found = await conn.execute("GET", key)
+        if found is None:
+            await conn.execute("SET", key, STORE_FORMAT, "NX")
+            found = await conn.execute("GET", key)
+        value = text(found) if found is not None else str(STORE_FORMAT)
+        try:
+            stored = int(value)
+        except ValueError:
+            stored = -1
+        if stored < 1 or stored > STORE_FORMAT:
+            raise StoreFormatError(
+                f"{self.describe()} holds store format {value!r} under {key!r}; this"
+                f" anarchon-redis reads format {STORE_FORMAT} at most: upgrade anarchon-redis"
+                " on this instance"
+            )
+
+    async def close(self) -> None:
+        """Close the client if the backend opened it; a client you passed in stays open."""
+        conn, self._conn = self._conn, None
+        self._init_lock = None
+        if conn is not None and conn.owned:
+            await conn.close()
+
+    # Backend ------------------------------------------------------------------
+
+    def check_job(self, limits: JobLimits) -> None:
+        """Refuse what the strategy cannot run safely; learn how long run state must be kept."""
+        self._runtime.check_job(limits)
+
+    async def prepare_job(self, job: str, history_size: int) -> None:
+        """Per-job set-up of the strategy (lease: record the job's retention need)."""
+        await self._runtime.prepare_job(job, history_size)
+
+    async def claim(self, input: ClaimInput) -> bool:
+        """True for exactly one token per ``(job, slot)``, and again for that token."""
+        return await self._runtime.claim(input)
+
+    async def record_manual_run(self, input: ClaimInput) -> int | None:
+        """Record a ``run_now()`` (never de-duplicated); the slot is kept as given."""
+        return await self._runtime.record_manual_run(input)
+
+    async def save_result(
+        self,
+        job: str,
+        result: StoredResult,
+        history_size: int,
+        history_ttl_ms: int | None = None,
+    ) -> None:
+        """Store how a run ended, then trim history (about ``history_size`` runs, and the TTL)."""
+        await self._runtime.save_result(job, result, history_size, history_ttl_ms)
+
+    async def history(self, job: str, limit: int) -> list[RunRecord]:
+        """Recent runs of ``job`` on all instances, newest first (one record per attempt)."""
+        return await self._runtime.history(job, limit)
+
+    async def now_ms(self) -> int:
+        """The server clock (``TIME``) in ms."""
+        conn = self._conn or await self._ready()
+        return await conn.time_ms()
+
+
+def _settings_fields(cls: type[Strategy]) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+
+
+def _refuse_other_strategies_settings(strategy: str, others: Mapping[str, str], shown: str) -> None:
+    """A setting of another strategy in the query is an error, not a driver option."""
+    for name, cls in STRATEGIES.items():
+        if name == strategy:
+            continue
+        misplaced = sorted(set(others) & set(_settings_fields(cls)))
+        if misplaced:
+            raise InvalidConfigError(
+                f"{', '.join(misplaced)} in {shown!r} is a setting of strategy {name!r},"
+                f" not of {strategy!r}"
+            )
+
+
+async def _quietly(awaitable: Any) -> None:
+    with contextlib.suppress(Exception):
+        await awaitable
+
+
+class RedisBackend(RedisBackendBase):
+    """Redis 5+ through redis-py asyncio (``pip install "anarchon[redis]"``).
+
+    ``redis`` is a URL (``redis://``, ``rediss://`` for TLS, user, password
+    and db in the URL), a mapping of ``redis.asyncio.Redis`` keyword
+    arguments (``url`` allowed), or your own ``redis.asyncio.Redis`` (never
+    closed by :meth:`close`). ``strategy`` is ``"lease"`` (default, leases) or
+    ``"stream-id"``, or a settings object (:class:`~anarchon_redis.Lease`,
+    :class:`~anarchon_redis.StreamId`). ``prefix`` starts every key
+    (default ``"cron:"``).
+    """
+
+    name: ClassVar[str] = "redis"
+    driver: ClassVar[Driver] = REDIS_DRIVER
+    default_url: ClassVar[str] = "redis://localhost:6379/0"
+
+    def __init__(
+        self,
+        redis: str | Mapping[str, Any] | Any = None,
+        *,
+        strategy: str | Strategy = "lease",
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        super().__init__(redis, strategy=strategy, prefix=prefix)
+
+
+class ValkeyBackend(RedisBackendBase):
+    """Valkey through valkey-py asyncio (``pip install "anarchon[valkey]"``).
+
+    ``valkey`` is a URL (``valkey://``, ``valkeys://`` for TLS; ``redis://``
+    works too), a mapping of ``valkey.asyncio.Valkey`` keyword arguments, or
+    your own ``valkey.asyncio.Valkey`` (never closed by :meth:`close`).
+    Strategies and ``prefix`` as for :class:`RedisBackend`.
+    """
+
+    name: ClassVar[str] = "valkey"
+    driver: ClassVar[Driver] = VALKEY_DRIVER
+    default_url: ClassVar[str] = "valkey://localhost:6379/0"
+
+    def __init__(
+        self,
+        valkey: str | Mapping[str, Any] | Any = None,
+        *,
+        strategy: str | Strategy = "lease",
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        super().__init__(valkey, strategy=strategy, prefix=prefix)

