@@ -452,7 +452,7 @@ class PostgresBackend(SqlBackend):
         self.database = database
         self.read_committed_default = True
         """False when the server's default isolation is not READ COMMITTED (claims then
-        run in an explicit READ COMMITTED transaction: three round trips instead of one)."""
+        run in an explicit READ COMMITTED transaction: four round trips instead of one)."""
 
     @staticmethod
     def _parse_dsn(dsn: str) -> tuple[str, dict[str, str]]:
