@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import psycopg
 import pytest
+from anarchon import RunContext, Scheduler
 from anarchon.backend import STORE_FORMAT
 from anarchon.errors import (
     BackendUnavailableError,
@@ -446,3 +448,49 @@ async def test_running_state_survives_history_trimming(make: Factory, prefix: st
     # Run state of finished slots inside the late/catch-up window is kept: no second winner.
     assert not await backend.claim(ClaimInput(job, base + 1000, "again", "j", size))
     await backend.close()
+
+
+# The scheduler on a SQL store -------------------------------------------------------------
+
+
+async def test_graceful_stop_hands_over_to_a_backup(make: Factory, prefix: str) -> None:
+    """stop() releases the lease: the backup instance runs attempt 2 within a heartbeat."""
+    job = f"handover-{uuid.uuid4().hex[:6]}"
+    started: list[tuple[str, int]] = []
+    second = asyncio.Event()
+
+    async def handler(ctx: RunContext) -> None:
+        started.append((ctx.instance_id, ctx.attempt))
+        if ctx.attempt == 2:
+            second.set()
+        await asyncio.sleep(60)
+
+    backend_a, backend_b = make(prefix), make(prefix)
+    a = Scheduler(backend_a, instance_id="a", lease="3s", heartbeat="300ms", stop_grace=0)
+    b = Scheduler(backend_b, instance_id="b", lease="3s", heartbeat="300ms", stop_grace=0)
+    for scheduler in (a, b):
+        scheduler.every(job, "1h", handler, jitter=0, max_late="2h")
+    try:
+        await a.start()
+        for _ in range(200):
+            if started:
+                break
+            await asyncio.sleep(0.02)
+        assert started == [("a", 1)]
+        await b.start()
+        await asyncio.sleep(0.5)  # b is a backup now
+        t0 = time.monotonic()
+        await a.stop()
+        await asyncio.wait_for(second.wait(), 5)
+        assert time.monotonic() - t0 < 3.0, "hand-over waited for the lease to expire"
+        assert started == [("a", 1), ("b", 2)]
+        records = await b.history(job, 5)
+        assert [(r.attempt, r.instance_id, r.status, r.reason) for r in records] == [
+            (2, "b", "running", None),
+            (1, "a", "interrupted", "handed_over"),
+        ]
+    finally:
+        await a.stop()
+        await b.stop()
+        await backend_a.close()
+        await backend_b.close()
