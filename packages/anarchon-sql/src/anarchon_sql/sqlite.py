@@ -164,6 +164,10 @@ def from_sqlite_database(connection: Any) -> SqlClient:
     )
 
 
+def _probe_open(path: str, timeout: float) -> None:
+    sqlite3.connect(path, timeout=timeout).close()
+
+
 def _parse_timeout(value: Any) -> float:
     try:
         timeout = float(value)
@@ -274,6 +278,9 @@ class SqliteBackend(SqlBackend):
             ) from None
         assert self.path is not None
         try:
+            # Open once in a worker thread first: a file that cannot be opened then fails
+            # here, before aiosqlite starts a connection thread it would leave behind.
+            await asyncio.to_thread(_probe_open, self.path, self.timeout)
             conn = await aiosqlite.connect(self.path, isolation_level=None, timeout=self.timeout)
         except (sqlite3.Error, OSError) as error:
             raise BackendUnavailableError(
