@@ -28,7 +28,7 @@ from anarchon_sql.base import SqlBackend
 from anarchon_sql.client import Row, SqlClient, is_sql_client
 from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, ParamStyle, SqlDialect
 
-__all__ = ["PostgresBackend", "PostgresDialect"]
+__all__ = ["PostgresBackend", "PostgresDialect", "PsycopgClient"]
 
 T = TypeVar("T")
 
