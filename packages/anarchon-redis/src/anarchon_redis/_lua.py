@@ -85,12 +85,8 @@ local function trim_history(state, active, runs, results, now, size, ttl)
     end
   end
   if not (by_count or by_ttl) then return end
-  local running, oldest_running = {}, nil
-  for _, s in ipairs(redis.call('SMEMBERS', active)) do
-    local n = tonumber(s)
-    running[n] = true
-    if oldest_running == nil or n < oldest_running then oldest_running = n end
-  end
+  local running = {}
+  for _, s in ipairs(redis.call('SMEMBERS', active)) do running[tonumber(s)] = true end
   local entries = redis.call('XRANGE', runs, '-', '+')
   local cut = nil
   if by_count then
@@ -123,8 +119,18 @@ local function trim_history(state, active, runs, results, now, size, ttl)
     end
   end
   if #dead > 0 then redis.call('XDEL', runs, unpack(dead)) end
-  if oldest_running ~= nil and oldest_running < cut then cut = oldest_running end
-  redis.call('ZREMRANGEBYSCORE', results, '-inf', '(' .. int(cut))
+  -- Results below the cut go too, but not those of a slot still running.
+  local keep = {}
+  for s, _ in pairs(running) do
+    if s < cut then keep[#keep + 1] = s end
+  end
+  table.sort(keep)
+  local low = '-inf'
+  for _, s in ipairs(keep) do
+    redis.call('ZREMRANGEBYSCORE', results, low, '(' .. int(s))
+    low = '(' .. int(s)
+  end
+  redis.call('ZREMRANGEBYSCORE', results, low, '(' .. int(cut))
 end
 
 -- Drop old finished run state once late and catch-up claims can no longer ask

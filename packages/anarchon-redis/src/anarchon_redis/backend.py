@@ -172,7 +172,9 @@ class RedisBackendBase(Backend):
         others = {k: v for k, v in query.items()}
         _refuse_other_strategies_settings(strategy_name, others, shown)
         strategy = settings_class.from_options(settings)
-        driver_url = urlunsplit(parts._replace(query=urlencode(others, quote_via=quote)))
+        driver_url = urlunsplit(
+            parts._replace(query=urlencode(others, quote_via=quote, safe="/:,"))
+        )
         backend = cls(driver_url, strategy=strategy, prefix=prefix)
         backend.shown = redact_url(driver_url)
         return backend

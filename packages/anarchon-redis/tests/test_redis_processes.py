@@ -1,0 +1,309 @@
+"""Separate OS processes on real servers: exactly once per slot, ``kill -9`` takeover, server restart.
+
+- 8 processes x (Redis, Valkey) x (lease, stream-id): a 200 ms job for at
+  least 20 s; every slot of the common window ran exactly once.
+- ``kill -9`` of the runner: a backup process takes over as attempt 2 within
+  lease + heartbeat, and history records both attempts.
+- redis-server (``appendonly yes``, ``appendfsync always``) is killed and
+  restarted while runs are in flight: no slot runs twice, each scheduler logs
+  the outage once, and it resumes on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from anarchon.types import RunRecord
+from anarchon_redis import RedisBackend, ValkeyBackend
+from anarchon_redis.backend import RedisBackendBase
+from redis_servers import Server, start_server
+
+WORKER = str(Path(__file__).with_name("redis_worker.py"))
+PERIOD_MS = 200
+
+
+def _spawn(*args: str, stderr: Path | None = None) -> subprocess.Popen[bytes]:
+    err = open(stderr, "wb") if stderr is not None else subprocess.PIPE  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, WORKER, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        start_new_session=True,
+    )
+    if stderr is not None:
+        err.close()  # type: ignore[union-attr]
+    return proc
+
+
+def _lines(path: Path) -> list[list[str]]:
+    if not path.exists():
+        return []
+    return [line.split() for line in path.read_text().splitlines() if line.strip()]
+
+
+def _history(backend: RedisBackendBase, job: str, limit: int) -> list[RunRecord]:
+    async def read() -> list[RunRecord]:
+        await backend.init()
+        try:
+            return await backend.history(job, limit)
+        finally:
+            await backend.close()
+
+    return asyncio.run(read())
+
+
+def _reap(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+    try:
+        for proc in procs:
+            proc.wait(timeout=timeout)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+class _Fleet:
+    """What one fleet run wrote: starts, stops and runs per label."""
+
+    def __init__(self, outs: list[Path]) -> None:
+        self.starts: dict[str, list[int]] = defaultdict(list)
+        self.stops: dict[str, list[int]] = defaultdict(list)
+        self.runs: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        for out in outs:
+            for fields in _lines(out):
+                if fields[0] == "start":
+                    self.starts[fields[1]].append(int(fields[2]))
+                elif fields[0] == "stop":
+                    self.stops[fields[1]].append(int(fields[2]))
+                elif fields[0] == "run":
+                    self.runs[fields[1]].append((int(fields[2]), int(fields[3]), fields[4]))
+
+    def window(self, label: str, processes: int) -> list[int]:
+        """The slots well inside the time every process ran."""
+        assert len(self.starts[label]) == processes, label
+        assert len(self.stops[label]) == processes, label
+        first = (max(self.starts[label]) // PERIOD_MS + 3) * PERIOD_MS
+        last = (min(self.stops[label]) // PERIOD_MS - 3) * PERIOD_MS
+        return list(range(first, last + 1, PERIOD_MS))
+
+
+# 8 processes, exactly once ------------------------------------------------------------
+
+PROCESSES = 8
+WINDOW_S = 20.0
+
+
+@pytest.mark.slow
+def test_eight_processes_each_slot_exactly_once(
+    redis_server: Server, valkey_server: Server, tmp_path: Path
+) -> None:
+    """8 processes each run 4 schedulers (Redis/Valkey x lease/stream-id) for >= 20 s."""
+    suffix = uuid.uuid4().hex[:8]
+    combos = {
+        f"{kind}-{strategy}": (kind, strategy, server)
+        for kind, server in (("redis", redis_server), ("valkey", valkey_server))
+        for strategy in ("lease", "stream-id")
+    }
+    specs = [
+        f"{label}|{kind}|{strategy}|{server.url}|fleet-{label}-{suffix}|3s|1s"
+        for label, (kind, strategy, server) in combos.items()
+    ]
+    startup_s = 10.0
+    until_ms = int((time.time() + startup_s + WINDOW_S + 2.0) * 1000)
+    outs = [tmp_path / f"worker-{i}.txt" for i in range(PROCESSES)]
+    errs = [tmp_path / f"worker-{i}.err" for i in range(PROCESSES)]
+    procs = [
+        _spawn("fleet", f"proc-{i}", str(until_ms), str(out), "0", *specs, stderr=err)
+        for i, (out, err) in enumerate(zip(outs, errs, strict=True))
+    ]
+    _reap(procs, startup_s + WINDOW_S + 40)
+    for proc, err in zip(procs, errs, strict=True):
+        assert proc.returncode == 0, err.read_text()[-3000:]
+
+    fleet = _Fleet(outs)
+    for label, (kind, strategy, server) in combos.items():
+        window = fleet.window(label, PROCESSES)
+        assert window[-1] - window[0] >= WINDOW_S * 1000 - 2000, (
+            f"{label}: processes ran together for only {(window[-1] - window[0]) / 1000:.1f} s"
+        )
+        runs = fleet.runs[label]
+        ran = Counter(slot for slot, _a, _i in runs if window[0] <= slot <= window[-1])
+        duplicates = {slot: n for slot, n in ran.items() if n > 1}
+        missed = [slot for slot in window if ran[slot] == 0]
+        assert not duplicates, f"{label}: slots run more than once: {duplicates}"
+        assert not missed, f"{label}: {len(missed)} slots never ran: {missed[:10]}"
+        assert all(attempt == 1 for _s, attempt, _i in runs), label
+        instances = {i for slot, _a, i in runs if window[0] <= slot <= window[-1]}
+        assert len(instances) >= 2, f"{label}: one process won everything"
+
+        cls = RedisBackend if kind == "redis" else ValkeyBackend
+        records = _history(cls(server.url, strategy=strategy), f"fleet-{label}-{suffix}", 2000)
+        in_window = [r for r in records if window[0] <= r.slot <= window[-1]]
+        per_slot = Counter(r.slot for r in in_window)
+        assert sorted(per_slot) == window, f"{label}: history lacks slots of the window"
+        assert set(per_slot.values()) == {1}, f"{label}: history has a slot twice"
+        assert {r.status for r in in_window} == {"ok"}, label
+        by_slot = {slot: instance for slot, _a, instance in runs}
+        assert all(r.instance_id == by_slot[r.slot] for r in in_window), label
+
+
+# kill -9 → takeover as attempt 2 ---------------------------------------------------------------
+
+LEASE_MS = 1500
+HEARTBEAT_MS = 500
+
+
+def _wait_line(path: Path, prefix: str, timeout: float) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for fields in _lines(path):
+            if fields[0] == prefix:
+                return fields
+        time.sleep(0.02)
+    raise AssertionError(f"no {prefix!r} line in {path} after {timeout} s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["redis", "valkey"])
+def test_kill9_takeover_as_attempt_2(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    server: Server = request.getfixturevalue(f"{kind}_server")
+    job = f"crash-{uuid.uuid4().hex[:8]}"
+    out_a, out_b = tmp_path / "a.txt", tmp_path / "b.txt"
+    lease, beat = f"{LEASE_MS}ms", f"{HEARTBEAT_MS}ms"
+    a = _spawn("long", kind, server.url, "runner-a", job, lease, beat, str(out_a))
+    b: subprocess.Popen[bytes] | None = None
+    try:
+        started = _wait_line(out_a, "started", 30)
+        assert started[2] == "1"
+        slot = int(started[1])
+        b = _spawn("long", kind, server.url, "backup-b", job, lease, beat, str(out_b))
+        _wait_line(out_b, "start", 30)
+        time.sleep(1.5 * HEARTBEAT_MS / 1000)  # b has claimed: it is a backup now
+        assert not [f for f in _lines(out_b) if f[0] == "started"], "b ran while a held the lease"
+        os.kill(a.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        a.wait(10)
+        taken = _wait_line(out_b, "started", 30)
+        elapsed = time.monotonic() - killed
+        assert taken[1:] == [str(slot), "2", "backup-b"]
+        assert elapsed <= (LEASE_MS + HEARTBEAT_MS) / 1000 + 0.5, f"takeover took {elapsed:.2f} s"
+    finally:
+        for proc in (a, b):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    cls = RedisBackend if kind == "redis" else ValkeyBackend
+    records = [r for r in _history(cls(server.url), job, 10) if r.slot == slot]
+    assert [(r.attempt, r.instance_id, r.status, r.reason) for r in records] == [
+        (2, "backup-b", "running", None),
+        (1, "runner-a", "interrupted", "lease_lost"),
+    ]
+
+
+# Server restart while runs are in flight -------------------------------------------------------
+
+
+@pytest.fixture
+def persistent_redis() -> Iterator[Server]:
+    """A redis-server of its own with ``appendonly yes`` and ``appendfsync always``."""
+    try:
+        server = start_server("redis", appendonly=True)
+    except RuntimeError as error:
+        pytest.fail(f"cannot start redis-server: {error}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+RESTART_PROCESSES = 4
+
+
+@pytest.mark.slow
+def test_server_restart_no_double_run_one_log_and_recovery(
+    persistent_redis: Server, tmp_path: Path
+) -> None:
+    server = persistent_redis
+    suffix = uuid.uuid4().hex[:8]
+    labels = {"lease": f"restart-lease-{suffix}", "stream-id": f"restart-stream-{suffix}"}
+    # The lease outlives the outage plus the scheduler's backoff, so no backup takes over.
+    specs = [
+        f"{strategy}|redis|{strategy}|{server.url}|{job}|10s|2s" for strategy, job in labels.items()
+    ]
+    startup_s, before_s, outage_s, after_s = 8.0, 4.0, 2.0, 6.0
+    until_ms = int((time.time() + startup_s + before_s + outage_s + after_s) * 1000)
+    outs = [tmp_path / f"worker-{i}.txt" for i in range(RESTART_PROCESSES)]
+    errs = [tmp_path / f"worker-{i}.err" for i in range(RESTART_PROCESSES)]
+    procs = [
+        _spawn("fleet", f"proc-{i}", str(until_ms), str(out), "100", *specs, stderr=err)
+        for i, (out, err) in enumerate(zip(outs, errs, strict=True))
+    ]
+    try:
+        deadline = time.monotonic() + startup_s + 20
+        while sum(1 for out in outs for f in _lines(out) if f[0] == "start") < 2 * len(outs):
+            assert time.monotonic() < deadline, "workers did not start"
+            assert all(p.poll() is None for p in procs), [e.read_text() for e in errs]
+            time.sleep(0.05)
+        time.sleep(before_s)
+        server.kill()  # a crash while handlers run and claims are in flight
+        down_ms = int(time.time() * 1000)
+        time.sleep(outage_s)
+        server.start()
+        up_ms = int(time.time() * 1000)
+        _reap(procs, until_ms / 1000 - time.time() + 40)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    logs = [err.read_text() for err in errs]
+    for proc, log in zip(procs, logs, strict=True):
+        assert proc.returncode == 0, log[-3000:]
+
+    fleet = _Fleet(outs)
+    for strategy, job in labels.items():
+        runs = fleet.runs[strategy]
+        ran = Counter(slot for slot, _a, _i in runs)
+        duplicates = {slot: n for slot, n in ran.items() if n > 1}
+        assert not duplicates, f"{strategy}: slots run more than once: {duplicates}"
+        window = fleet.window(strategy, RESTART_PROCESSES)
+        after = [s for s in window if s >= up_ms + 3000]
+        assert after, "the run did not go on long enough after the restart"
+        assert all(ran[s] == 1 for s in after), f"{strategy}: did not resume on its own"
+        before = [s for s in window if s < down_ms - 1000]
+        assert all(ran[s] == 1 for s in before), f"{strategy}: slots missed before the outage"
+        during = [s for s in window if down_ms <= s <= up_ms]
+        print(
+            f"{strategy}: {len(window)} slots, {sum(1 for s in window if ran[s])} ran,"
+            f" {sum(1 for s in during if ran[s])}/{len(during)} of those due during the outage"
+        )
+        if strategy == "lease":
+            # Slots due during the outage are claimed late, once the store is back.
+            missed = [s for s in window if ran[s] == 0]
+            assert not missed, f"lease: {len(missed)} slots never ran: {missed[:10]}"
+        for i, log in enumerate(logs):
+            outages = [
+                line
+                for line in log.splitlines()
+                if line.startswith(f"{strategy} ") and "unreachable" in line
+            ]
+            assert len(outages) == 1, (
+                f"proc-{i} {strategy}: outage logged {len(outages)} times:\n{log}"
+            )
+            assert f"{strategy} INFO anarchon: store redis reachable again" in log, log
+        records = _history(RedisBackend(server.url, strategy=strategy), job, 2000)
+        per_slot = Counter(r.slot for r in records if not r.manual)
+        assert set(per_slot.values()) == {1}, f"{strategy}: history has a slot twice"
