@@ -1,0 +1,177 @@
+"""Claims per second through ``NatsBackend.claim`` vs raw ``js.publish`` with ``Nats-Msg-Id``.
+
+    uv run --no-sync python benchmarks/claims_nats.py            # starts its own nats-server
+    uv run --no-sync python benchmarks/claims_nats.py --url nats://127.0.0.1:4222
+
+Both sides talk to the same nats-server (JetStream, file store) over
+127.0.0.1, each on its own stream with the same settings (the backend creates
+both). Every claim is a new ``(job, slot)``, so every publish is stored (the
+winning path). Methods:
+
+- ``backend``: ``await backend.claim(ClaimInput(...))`` — JSON claim record,
+  de-duplicated publish, ack parsed;
+- ``raw``: ``await js.publish(subject, token, headers={"Nats-Msg-Id": id})``
+  with nats-py's JetStream context — the floor for this client.
+
+Each is run sequentially (one claim at a time) and with ``--tasks`` concurrent
+tasks on one connection. Rounds are interleaved (backend, raw, backend, raw,
+...) so drift on a shared machine hits both alike; the table shows the median
+claims/s over the rounds (min-max), the median of the rounds' p50 and p99
+latencies, and the ratio backend/raw of the medians (target: >= 80 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from importlib.metadata import version
+from pathlib import Path
+
+import nats
+from anarchon.types import ClaimInput
+from anarchon_nats import NatsBackend
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages/anarchon-nats/tests"))
+
+from natstest_servers import (  # type: ignore[import-not-found,unused-ignore]
+    find_nats_server,
+    server_version,
+    start_server,
+)
+
+Claim = Callable[[int], Awaitable[object]]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def _measure(claim: Claim, seconds: float, tasks: int) -> tuple[float, list[float]]:
+    """Run ``claim(i)`` for ``seconds`` from ``tasks`` tasks; claims/s and per-claim ms."""
+    latencies: list[float] = []
+    counter = iter(range(10**12))
+    stop = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        while time.perf_counter() < stop:
+            i = next(counter)
+            started = time.perf_counter()
+            await claim(i)
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(tasks)))
+    elapsed = time.perf_counter() - began
+    return len(latencies) / elapsed, latencies
+
+
+async def main(url: str, seconds: float, rounds: int, tasks: int) -> bool:
+    tag = uuid.uuid4().hex[:6]
+    backend = NatsBackend(url, stream=f"BENCH{tag.upper()}", prefix=f"bench{tag}.")
+    raw_side = NatsBackend(url, stream=f"RAW{tag.upper()}", prefix=f"raw{tag}.")
+    await backend.init()
+    await raw_side.init()  # the same stream settings for the raw side
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    base = (time.time_ns() // 1_000_000 // 1000) * 1000
+    job = "bench"
+    raw_subject = f"raw{tag}.{job}.claims"
+    slots = iter(range(10**12))
+
+    async def through_backend(_i: int) -> object:
+        slot = base + next(slots)
+        won = await backend.claim(ClaimInput(job, slot, uuid.uuid4().hex, "bench-instance"))
+        assert won
+        return won
+
+    async def raw(_i: int) -> object:
+        slot = base + next(slots)
+        token = uuid.uuid4().hex.encode()
+        ack = await js.publish(raw_subject, token, headers={"Nats-Msg-Id": f"{job}:{slot}"})
+        assert not ack.duplicate
+        return ack
+
+    methods: dict[str, Claim] = {"backend": through_backend, "raw": raw}
+    modes = [("sequential", 1), (f"{tasks} tasks", tasks)]
+    # Warm-up: connections, JIT-free but caches and the server's first blocks.
+    for claim in methods.values():
+        await _measure(claim, 0.5, 1)
+
+    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for r in range(rounds):
+        for mode, concurrency in modes:
+            order = list(methods.items())
+            if r % 2:
+                order.reverse()
+            for name, claim in order:
+                rate, lat = await _measure(claim, seconds, concurrency)
+                results.setdefault((mode, name), []).append(
+                    (rate, _percentile(lat, 0.5), _percentile(lat, 0.99))
+                )
+        print(f"  round {r + 1}/{rounds} done", file=sys.stderr)
+
+    await nc.close()
+    await backend.close()
+    await raw_side.close()
+
+    print()
+    print(f"{'mode':<12} {'method':<8} {'claims/s (min-max)':>26} {'p50 ms':>8} {'p99 ms':>8}")
+    ok = True
+    for mode, _c in modes:
+        medians = {}
+        for name in methods:
+            rows = results[(mode, name)]
+            rates = [row[0] for row in rows]
+            p50 = statistics.median(row[1] for row in rows)
+            p99 = statistics.median(row[2] for row in rows)
+            medians[name] = statistics.median(rates)
+            span = f"{medians[name]:,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
+            print(f"{mode:<12} {name:<8} {span:>26} {p50:>8.3f} {p99:>8.3f}")
+        ratio = medians["backend"] / medians["raw"]
+        verdict = "PASS" if ratio >= 0.8 else "MISS"
+        ok = ok and ratio >= 0.8
+        print(f"{mode:<12} {'ratio':<8} {f'{ratio:.1%} of raw':>26}   target >= 80 %: {verdict}")
+    return ok
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="an existing nats-server with JetStream (default: start one)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of one measurement")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per method")
+    parser.add_argument("--tasks", type=int, default=64, help="concurrent tasks in the second mode")
+    args = parser.parse_args()
+
+    server = root = None
+    url = args.url
+    if url is None:
+        binary = find_nats_server()
+        server, root = start_server()
+        url = server.url
+        print(f"started {server_version(binary)} at {url} (JetStream, file store)")
+    print(
+        f"python {sys.version.split()[0]}, nats-py {version('nats-py')}, {os.cpu_count()} CPUs;"
+        f" {args.rounds} rounds x {args.seconds:g} s per method and mode"
+    )
+    try:
+        asyncio.run(main(url, args.seconds, args.rounds, args.tasks))
+    finally:
+        if server is not None:
+            server.kill()
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    cli()

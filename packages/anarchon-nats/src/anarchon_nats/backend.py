@@ -1,0 +1,909 @@
+"""``NatsBackend``: claims by de-duplicated publish on NATS JetStream (SPEC §6).
+
+A claim publishes the claim record to ``<prefix><job>.claims`` with the header
+``Nats-Msg-Id: <job>:<slot>``. Within the stream's duplicate window JetStream
+stores only the first message with an id, and the stream (its leader, in a
+cluster) orders publishes, so exactly one publisher gets an acknowledgement
+that is not a duplicate: that instance wins. A duplicate acknowledgement names
+the sequence of the stored message; the backend reads it and compares tokens,
+so a retried claim (same token) is still recognised as the winner's.
+
+Results go to ``<prefix><job>.results``; history reads both subjects of a job
+with a short-lived consumer and merges them with :func:`anarchon.build_history`.
+There are no leases (``runs`` is None).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ClassVar
+
+import nats
+import nats.errors
+from anarchon.backend import STORE_FORMAT, Backend
+from anarchon.errors import (
+    BackendUnavailableError,
+    DedupeWindowError,
+    InvalidConfigError,
+    StoreFormatError,
+    UnsupportedError,
+)
+from anarchon.history import build_history
+from anarchon.jobs import DEFAULTS
+from anarchon.registry import redact_url
+from anarchon.types import ClaimInput, ClaimRecord, JobLimits, RunRecord, StoredResult
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.errors import (
+    APIError,
+    BadRequestError,
+    NotFoundError,
+    ServerError,
+    ServiceUnavailableError,
+)
+
+from anarchon_nats._config import (
+    FORMAT_TOKEN,
+    check_job_name,
+    check_prefix,
+    check_stream_name,
+    claims_needed,
+    new_stream_config,
+    parse_url,
+    plan_stream_update,
+)
+
+__all__ = ["NatsBackend"]
+
+log = logging.getLogger("anarchon.nats")
+
+DEFAULT_SERVERS = "nats://localhost:4222"
+
+_API = "$JS.API"
+_MSG_ID = "Nats-Msg-Id"
+_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+
+# JetStream error codes (nats-server errors.json).
+_ERR_NOT_FOUND_MSG = 10037
+_ERR_STREAM_NAME_IN_USE = 10058
+_ERR_STREAM_NOT_FOUND = 10059
+_ERR_WRONG_LAST_SEQUENCE = 10071
+_ERR_DUPLICATE_IN_PROCESS = 10158
+
+_IN_PROCESS_TRIES = 40
+"""How often a claim is re-sent while the cluster still processes the first one with its id."""
+_INIT_RETRY_S = 15.0
+"""How long ``init()`` waits for JetStream to become ready (a cluster electing leaders)."""
+_NO_JETSTREAM_S = 2.0
+"""How long ``init()`` waits when nothing answers JetStream requests at all (not enabled)."""
+_HISTORY_BATCH = 1000
+_JOB_HISTORY_DEFAULT = int(DEFAULTS["history_size"])
+_UNLIMITED = 2**62
+
+# Driver exceptions that mean "the server could not be reached or did not answer".
+_UNREACHABLE: tuple[type[BaseException], ...] = (
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.ConnectionDrainingError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.NoServersError,
+    asyncio.TimeoutError,
+    OSError,
+)
+
+
+_ERROR_CLASSES: dict[int, type[APIError]] = {
+    503: ServiceUnavailableError,
+    500: ServerError,
+    404: NotFoundError,
+    400: BadRequestError,
+}
+
+
+def _api_error(body: dict[str, Any]) -> APIError | None:
+    """The error a JetStream answer carries, as nats-py's own ``APIError`` type, or None."""
+    error = body.get("error")
+    if not error:
+        return None
+    code = int(error.get("code") or 0)
+    cls = _ERROR_CLASSES.get(code, APIError)
+    return cls(
+        code=code,
+        description=str(error.get("description") or ""),
+        err_code=int(error.get("err_code") or 0),
+    )
+
+
+def _dumps(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class NatsBackend(Backend):
+    """Exactly-once claims on NATS JetStream by de-duplicated publish (no leases).
+
+    >>> backend = NatsBackend("nats://localhost:4222", stream="CRON", prefix="cron.")
+    >>> backend = NatsBackend.from_url("nats://user:pass@n1:4222,n2:4222?stream=BILLING&replicas=3")
+
+    :param servers: a URL or a list of URLs (credentials in the URL are used);
+        ignored when ``connection`` is given.
+    :param connection: a connected nats-py client the user owns: used as is and
+        never closed by the backend.
+    :param stream: the JetStream stream holding claims and results (created on
+        ``init()`` if missing, covering ``<prefix>>``).
+    :param prefix: subject prefix, tokens ending in ``.``; job ``j`` uses
+        ``<prefix>j.claims`` and ``<prefix>j.results``.
+    :param duplicate_window_ms: the stream's duplicate window: how long a claim
+        is remembered. Every job's ``jitter + max_late`` must be below it.
+    :param history_size: the stream's per-subject limit (runs kept per job); it
+        is stream-wide, so a job asking for more is refused (a job left at the
+        option's default, 1000, gets this limit instead). It is raised when a
+        fast job needs more to keep every claim younger than the window.
+    :param replicas: stream replicas; new streams default to 1 and an existing
+        stream is changed only when this is given.
+
+    An existing stream with other settings is brought to these (window,
+    per-subject limit, subjects, replicas when given) by a backend that runs
+    jobs; a backend that only reads history leaves it alone.
+    :param request_timeout: seconds to wait for each JetStream answer.
+    :param connect_options: passed to ``nats.connect`` (``user_credentials``,
+        ``nkeys_seed``, ``token``, ``tls`` (an ``ssl.SSLContext``),
+        ``tls_hostname``, ``name``, ``connect_timeout``, callbacks, ...).
+    """
+
+    name: ClassVar[str] = "nats"
+
+    def __init__(
+        self,
+        servers: str | Sequence[str] = DEFAULT_SERVERS,
+        connection: Client | None = None,
+        stream: str = "CRON",
+        prefix: str = "cron.",
+        duplicate_window_ms: int = 300_000,
+        history_size: int = 1000,
+        replicas: int | None = None,
+        *,
+        request_timeout: float = 5.0,
+        **connect_options: Any,
+    ) -> None:
+        server_list = [servers] if isinstance(servers, str) else [str(s) for s in servers]
+        if not server_list or not all(isinstance(s, str) and s for s in server_list):
+            raise InvalidConfigError("servers must be a URL or a non-empty list of URLs")
+        if connection is not None:
+            if server_list != [DEFAULT_SERVERS]:
+                raise InvalidConfigError("pass either servers= or connection=, not both")
+            if connect_options:
+                raise InvalidConfigError(
+                    "connection options ("
+                    + ", ".join(sorted(connect_options))
+                    + ") cannot be used with connection=: the connection is already made"
+                )
+        self.servers: list[str] = server_list
+        self.connection = connection
+        self.stream = check_stream_name(stream)
+        self.prefix = check_prefix(prefix)
+        if (
+            isinstance(duplicate_window_ms, bool)
+            or not isinstance(duplicate_window_ms, int)
+            or duplicate_window_ms < 100
+        ):
+            raise InvalidConfigError(
+                f"duplicate_window_ms must be an integer >= 100, got {duplicate_window_ms!r}"
+            )
+        if isinstance(history_size, bool) or not isinstance(history_size, int) or history_size < 1:
+            raise InvalidConfigError(f"history_size must be an integer >= 1, got {history_size!r}")
+        if replicas is not None and (
+            isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 5
+        ):
+            raise InvalidConfigError(f"replicas must be an integer from 1 to 5, got {replicas!r}")
+        if (
+            isinstance(request_timeout, bool)
+            or not isinstance(request_timeout, (int, float))
+            or not request_timeout > 0
+        ):
+            raise InvalidConfigError(f"request_timeout must be positive, got {request_timeout!r}")
+        self.duplicate_window_ms = duplicate_window_ms
+        self.dedupe_window_ms: float = float(duplicate_window_ms)
+        self.history_size = history_size
+        self.replicas = replicas
+        self.request_timeout = float(request_timeout)
+        self.connect_options: dict[str, Any] = dict(connect_options)
+        self.shown = ",".join(redact_url(s) for s in server_list)
+        """The servers as shown in messages: passwords hidden."""
+
+        self._nc: Client | None = None
+        self._owned = False
+        self._ready = False
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._subjects: dict[str, tuple[str, str]] = {}
+        self._needs: dict[str, int] = {}
+        self._job_history: dict[str, int] = {}
+        self._stream_limit = 0
+        self._reconciled = False
+
+    # Construction --------------------------------------------------------
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> NatsBackend:
+        """``nats://[user:pass@]host[:port][,host2...][?options]``.
+
+        Query options ``stream``, ``prefix``, ``duplicate_window_ms``,
+        ``history_size``, ``replicas`` and ``request_timeout`` are the
+        backend's; ``name``, ``connect_timeout``, ``user_credentials`` (or
+        ``creds``), ``nkeys_seed``, ``token``, ``tls_ca_file``,
+        ``tls_cert_file``, ``tls_key_file``, ``tls_hostname``, ... pass to the
+        driver. Anything else is an ``InvalidConfigError``.
+        """
+        servers, kwargs = parse_url(url, options)
+        backend = cls(servers if len(servers) > 1 else servers[0], **kwargs)
+        return backend
+
+    def __repr__(self) -> str:
+        return f"NatsBackend({self.shown!r}, stream={self.stream!r}, prefix={self.prefix!r})"
+
+    # Job checks ------------------------------------------------------------
+
+    def check_job(self, limits: JobLimits) -> None:
+        """Refuse what NATS cannot do safely, and learn the job's period.
+
+        Job names must be letters, digits, ``_`` and ``-`` (``InvalidJobError``);
+        ``history_ttl`` and lease options are refused (``UnsupportedError``);
+        ``jitter + max_late`` must be below the duplicate window
+        (``DedupeWindowError``); ``history_size`` may not exceed the
+        backend's stream-wide limit (``UnsupportedError``), except the job
+        option's default, 1000, which simply gets the stream's limit.
+        """
+        job = check_job_name(limits.job)
+        if limits.history_ttl_ms is not None:
+            raise UnsupportedError(
+                f"job {job!r}: history_ttl is not supported by the NATS backend"
+                " (history is trimmed by count only: history_size)"
+            )
+        lease = [
+            name
+            for name, value in (
+                ("overlap", limits.overlap),
+                ("max_attempts", limits.max_attempts),
+                ("catch_up", limits.catch_up_ms),
+            )
+            if value is not None
+        ]
+        if lease:
+            raise UnsupportedError(
+                f"job {job!r}: option(s) {', '.join(lease)} need leases; the NATS backend has none"
+            )
+        if limits.jitter_ms + limits.max_late_ms >= self.dedupe_window_ms:
+            raise DedupeWindowError(
+                f"job {job!r}: jitter ({limits.jitter_ms} ms) + max_late ({limits.max_late_ms} ms)"
+                f" must be below the stream's duplicate window ({self.duplicate_window_ms} ms)"
+            )
+        self._check_history_size(job, limits.history_size)
+        self._needs[job] = claims_needed(self.dedupe_window_ms, limits.period_ms)
+        self._job_history[job] = min(limits.history_size, self.history_size)
+
+    def _check_history_size(self, job: str, history_size: int) -> None:
+        # The job option's default (1000) is not a request: a job that leaves it
+        # alone gets the stream-wide limit. JobLimits cannot tell an explicit 1000
+        # from the default, so an explicit 1000 is taken as the default too.
+        if history_size > self.history_size and history_size != _JOB_HISTORY_DEFAULT:
+            raise UnsupportedError(
+                f"job {job!r}: history_size {history_size} is above the stream-wide limit"
+                f" {self.history_size}; NATS keeps history per subject for the whole stream:"
+                f" use NatsBackend(history_size={history_size})"
+            )
+
+    def per_subject_limit(self) -> int:
+        """The stream's ``max_msgs_per_subject``: ``history_size``, raised for the fastest job."""
+        return max([self.history_size, *self._needs.values()])
+
+    # Connection and stream ---------------------------------------------------
+
+    def _init_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock = asyncio.Lock()
+            self._lock_loop = loop
+        return self._lock
+
+    async def init(self) -> None:
+        """Connect, create or update the stream and check the store format. Idempotent."""
+        nc = self._nc
+        if self._ready and nc is not None and not nc.is_closed:
+            return
+        async with self._init_lock():
+            nc = self._nc
+            if self._ready and nc is not None and not nc.is_closed:
+                return
+            self._ready = False
+            nc = await self._connect()
+            try:
+                await self._retrying(self._ensure_stream)
+                await self._retrying(self._check_format)
+            except BaseException:
+                await self._drop_connection()
+                raise
+            self._ready = True
+
+    async def _connect(self) -> Client:
+        """The user's connection, or a new one of ours (closed by :meth:`close`)."""
+        if self.connection is not None:
+            nc = self.connection
+            if nc.is_closed or not (nc.is_connected or nc.is_reconnecting):
+                raise BackendUnavailableError(
+                    "the NATS connection passed as connection= is not connected"
+                )
+            self._nc, self._owned = nc, False
+            return nc
+        current = self._nc
+        if current is not None and not current.is_closed:
+            return current
+        options = dict(self.connect_options)
+        # Fail fast at start: each server is tried twice, then NoServersError. Once
+        # connected, the client reconnects for ever (the scheduler keeps retrying
+        # through an outage), unless the user chose otherwise.
+        runtime_attempts = options.pop("max_reconnect_attempts", -1)
+        runtime_wait = options.pop("reconnect_time_wait", 2)
+        user_error_cb = options.pop("error_cb", None)
+        last_error: list[BaseException] = []
+
+        async def error_cb(error: Exception) -> None:
+            last_error.append(error)
+            del last_error[:-1]
+            log.debug("anarchon: NATS %s: %r", self.shown, error)
+            if user_error_cb is not None:
+                await user_error_cb(error)
+
+        options.setdefault("connect_timeout", min(2.0, max(self.request_timeout, 0.5)))
+        options.setdefault("name", "anarchon")
+        nc = Client()
+        try:
+            await nc.connect(
+                self.servers,
+                error_cb=error_cb,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=0,
+                **options,
+            )
+        except Exception as error:
+            cause = last_error[-1] if last_error else error
+            with contextlib.suppress(Exception):  # best effort on a failed client
+                await nc.close()
+            raise BackendUnavailableError(
+                f"cannot connect to NATS at {self.shown}: {type(cause).__name__}: {cause}"
+            ) from cause
+        nc.options["max_reconnect_attempts"] = runtime_attempts
+        nc.options["reconnect_time_wait"] = runtime_wait
+        self._nc, self._owned = nc, True
+        return nc
+
+    async def _drop_connection(self) -> None:
+        nc, owned = self._nc, self._owned
+        self._nc, self._owned, self._ready = None, False, False
+        if nc is not None and owned and not nc.is_closed:
+            try:
+                await nc.close()
+            except Exception as error:  # pragma: no cover - closing a broken client
+                log.debug("anarchon: closing NATS connection failed: %r", error)
+
+    async def close(self) -> None:
+        """Close the connection if the backend opened it; a user's ``connection`` stays open."""
+        await self._drop_connection()
+
+    async def _retrying(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Run an ``init()`` step, waiting out a JetStream that is not ready yet (a cluster)."""
+        started = time.monotonic()
+        delay = 0.05
+        while True:
+            try:
+                return await step()
+            except BackendUnavailableError as error:
+                cause = error.__cause__
+                no_js = isinstance(cause, nats.errors.NoRespondersError)
+                waited = time.monotonic() + delay - started
+                if waited > (_NO_JETSTREAM_S if no_js else _INIT_RETRY_S):
+                    if no_js:
+                        raise BackendUnavailableError(
+                            f"JetStream does not answer at {self.shown}: is it enabled"
+                            " (nats-server -js) and does the cluster have a leader?"
+                        ) from cause
+                    raise
+                log.debug("anarchon: JetStream not ready at %s: %s", self.shown, error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _unavailable(self, error: BaseException, what: str) -> BackendUnavailableError:
+        return BackendUnavailableError(
+            f"NATS at {self.shown} is unavailable ({what}): {type(error).__name__}: {error}"
+        )
+
+    async def _client(self) -> Client:
+        nc = self._nc
+        if nc is None or not self._ready:
+            await self.init()
+            nc = self._nc
+            assert nc is not None
+        elif nc.is_closed:
+            if not self._owned:
+                raise BackendUnavailableError(
+                    "the NATS connection passed as connection= has been closed"
+                )
+            self._ready = False
+            await self.init()
+            nc = self._nc
+            assert nc is not None
+        return nc
+
+    async def _request(
+        self,
+        nc: Client,
+        subject: str,
+        payload: bytes,
+        what: str,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """A request whose answer is a JSON object; connection failures become unavailable."""
+        try:
+            reply = await nc.request(
+                subject, payload, timeout=self.request_timeout, headers=headers
+            )
+        except _UNREACHABLE as error:
+            raise self._unavailable(error, what) from error
+        body: dict[str, Any] = json.loads(reply.data) if reply.data else {}
+        return body
+
+    async def _api(
+        self, nc: Client, op: str, request: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A JetStream API call; raises ``APIError`` (503 answers: unavailable)."""
+        body = await self._request(
+            nc, f"{_API}.{op}", b"" if request is None else _dumps(request), op.split(".")[0]
+        )
+        error = _api_error(body)
+        if error is not None:
+            if error.code == 503:
+                raise BackendUnavailableError(
+                    f"JetStream at {self.shown} is unavailable ({op}): {error.description}"
+                ) from error
+            raise error
+        return body
+
+    async def _ensure_stream(self) -> None:
+        """Create the stream if missing; bring an existing one to our settings (SPEC §6).
+
+        An existing stream is changed only by a backend that knows its jobs
+        (``check_job`` or ``prepare_job`` ran): a process that only reads
+        history, such as ``anarchon history``, knows no job periods and must not
+        lower a limit a fast job of the fleet needs. Such a backend reconciles
+        the stream on its first ``prepare_job`` instead.
+        """
+        nc = self._nc
+        assert nc is not None
+        await self._api(nc, "INFO")  # JetStream is enabled for this account
+        self._reconciled = False
+        limit = self.per_subject_limit()
+        info = await self._stream_info(nc)
+        if info is None:
+            config = new_stream_config(
+                self.stream, self.prefix, self.duplicate_window_ms, limit, self.replicas
+            )
+            try:
+                await self._api(nc, f"STREAM.CREATE.{self.stream}", config)
+                self._stream_limit = limit
+                self._reconciled = True
+                log.info("anarchon: created JetStream stream %s (%s>)", self.stream, self.prefix)
+                return
+            except APIError as error:
+                if error.err_code != _ERR_STREAM_NAME_IN_USE:
+                    raise InvalidConfigError(
+                        f"cannot create stream {self.stream!r} on {self.shown}: {error.description}"
+                    ) from error
+            info = await self._stream_info(nc)  # another instance created it meanwhile
+            if info is None:  # pragma: no cover - deleted again in between
+                raise BackendUnavailableError(f"stream {self.stream!r} vanished while creating it")
+        if self._job_history:
+            await self._update_stream(nc, info["config"], limit)
+            self._reconciled = True
+        else:
+            current = int(info["config"].get("max_msgs_per_subject") or -1)
+            self._stream_limit = current if current > 0 else _UNLIMITED
+
+    async def _stream_info(self, nc: Client) -> dict[str, Any] | None:
+        try:
+            return await self._api(nc, f"STREAM.INFO.{self.stream}")
+        except APIError as error:
+            if error.err_code == _ERR_STREAM_NOT_FOUND:
+                return None
+            raise
+
+    async def _update_stream(self, nc: Client, current: dict[str, Any], limit: int) -> None:
+        plan = plan_stream_update(
+            current,
+            prefix=self.prefix,
+            window_ms=self.duplicate_window_ms,
+            per_subject=limit,
+            replicas=self.replicas,
+        )
+        if plan.changes:
+            try:
+                await self._api(nc, f"STREAM.UPDATE.{self.stream}", plan.config)
+            except APIError as error:
+                raise InvalidConfigError(
+                    f"cannot update stream {self.stream!r} on {self.shown}"
+                    f" ({'; '.join(plan.changes)}): {error.description}"
+                ) from error
+            log.info(
+                "anarchon: updated JetStream stream %s: %s", self.stream, "; ".join(plan.changes)
+            )
+        self._stream_limit = int(plan.config.get("max_msgs_per_subject") or limit)
+
+    async def _reconcile(self, raise_only: bool) -> None:
+        """Apply the stream rules now (``raise_only``: just raise a too small per-subject limit)."""
+        nc = await self._client()
+        async with self._init_lock():
+            needed = self.per_subject_limit()
+            if raise_only and self._stream_limit >= needed:
+                return
+            info = await self._stream_info(nc)
+            if info is None:
+                raise BackendUnavailableError(f"stream {self.stream!r} is gone from {self.shown}")
+            current = int(info["config"].get("max_msgs_per_subject") or -1)
+            if raise_only and (current == -1 or current >= needed):
+                self._stream_limit = _UNLIMITED if current == -1 else current
+                return
+            await self._update_stream(nc, info["config"], needed)
+            self._reconciled = True
+
+    async def _check_format(self) -> None:
+        """Refuse a newer store format; write ours if there is none."""
+        nc = self._nc
+        assert nc is not None
+        subject = f"{self.prefix}{FORMAT_TOKEN}"
+        for _ in range(3):
+            stored = await self._get_message(nc, {"last_by_subj": subject})
+            if stored is not None:
+                _subject, data = stored
+                try:
+                    found = int(json.loads(data)["format"])
+                except (ValueError, KeyError, TypeError) as error:
+                    raise StoreFormatError(
+                        f"stream {self.stream!r} has an unreadable store format marker on"
+                        f" {subject}: {data[:100]!r}"
+                    ) from error
+                if found > STORE_FORMAT:
+                    raise StoreFormatError(
+                        f"stream {self.stream!r} holds store format {found}; this version of"
+                        f" anarchon-nats reads format {STORE_FORMAT} at most: upgrade anarchon-nats"
+                    )
+                return
+            marker = _dumps({"format": STORE_FORMAT, "writer": "anarchon-nats"})
+            body = await self._request(
+                nc, subject, marker, "format marker", headers={_EXPECTED_LAST_SUBJECT_SEQ: "0"}
+            )
+            problem = _api_error(body)
+            if problem is None:
+                return
+            if problem.err_code != _ERR_WRONG_LAST_SEQUENCE:  # else: written by another instance
+                if problem.code == 503:
+                    raise BackendUnavailableError(
+                        f"JetStream at {self.shown} is unavailable: {problem.description}"
+                    ) from problem
+                raise problem
+        raise StoreFormatError(f"could not read or write the store format marker on {subject}")
+
+    async def _get_message(self, nc: Client, request: dict[str, Any]) -> tuple[str, bytes] | None:
+        """``STREAM.MSG.GET`` (served by the stream leader): ``(subject, data)`` or None."""
+        try:
+            body = await self._api(nc, f"STREAM.MSG.GET.{self.stream}", request)
+        except APIError as error:
+            if error.err_code == _ERR_NOT_FOUND_MSG or error.code == 404:
+                return None
+            raise
+        message = body["message"]
+        raw = message.get("data")
+        return str(message.get("subject", "")), base64.b64decode(raw) if raw else b""
+
+    # Jobs ----------------------------------------------------------------------
+
+    def _job_subjects(self, job: str) -> tuple[str, str]:
+        subjects = self._subjects.get(job)
+        if subjects is None:
+            check_job_name(job)
+            subjects = (f"{self.prefix}{job}.claims", f"{self.prefix}{job}.results")
+            self._subjects[job] = subjects
+        return subjects
+
+    async def prepare_job(self, job: str, history_size: int) -> None:
+        """Check the job's name and history size; apply the stream rules if not done yet.
+
+        The first job prepared on a backend whose ``init()`` knew no jobs brings
+        an existing stream to our settings; later ones raise the per-subject
+        limit when a faster job needs more.
+        """
+        self._job_subjects(job)
+        self._check_history_size(job, history_size)
+        self._job_history[job] = min(history_size, self.history_size)
+        await self._client()
+        if not self._reconciled:
+            await self._reconcile(raise_only=False)
+        elif self.per_subject_limit() > self._stream_limit:
+            await self._reconcile(raise_only=True)
+
+    # Claims --------------------------------------------------------------------
+
+    async def claim(self, input: ClaimInput) -> bool:
+        """Publish the claim with ``Nats-Msg-Id: <job>:<slot>``; the first stored one wins.
+
+        A duplicate acknowledgement names the stored claim's sequence: it is read
+        and its token compared, so a retried claim with the same token is true
+        again and any other token false.
+        """
+        nc = self._nc
+        if nc is None or not self._ready or nc.is_closed:
+            nc = await self._client()
+        job = input.job
+        subjects = self._subjects.get(job) or self._job_subjects(job)
+        subject = subjects[0]
+        payload = _dumps(
+            {
+                "slot": input.slot,
+                "token": input.token,
+                "instance_id": input.instance_id,
+                "at": _wall_ms(),
+                "manual": False,
+            }
+        )
+        delay = 0.005
+        for _ in range(_IN_PROCESS_TRIES):
+            try:
+                reply = await nc.request(
+                    subject,
+                    payload,
+                    timeout=self.request_timeout,
+                    headers={_MSG_ID: f"{job}:{input.slot}"},
+                )
+            except _UNREACHABLE as error:
+                raise self._unavailable(error, "claim") from error
+            ack = json.loads(reply.data)
+            if "error" not in ack:
+                seq = ack.get("seq") or 0
+                if seq and not ack.get("duplicate"):
+                    return True  # the stored original: this claim won
+                if seq:
+                    return await self._owns(nc, subject, seq, input.token)
+                # seq 0 without an error: a 2.9 cluster answering a duplicate of a
+                # claim still in flight. Ask again below.
+            else:
+                problem = _api_error(ack)
+                assert problem is not None
+                if problem.err_code != _ERR_DUPLICATE_IN_PROCESS:
+                    if problem.code == 503:
+                        raise BackendUnavailableError(
+                            f"JetStream at {self.shown} is unavailable (claim):"
+                            f" {problem.description}"
+                        ) from problem
+                    raise problem
+            # A clustered stream has the first claim with this id in flight: its
+            # sequence is known once it is committed. Ask again shortly.
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        raise BackendUnavailableError(
+            f"claim of {job}:{input.slot} is still in process on {self.shown}; retry"
+        )
+
+    async def _owns(self, nc: Client, subject: str, seq: int, token: str) -> bool:
+        """Whether the stored claim at ``seq`` carries ``token``."""
+        for attempt in range(3):
+            stored = await self._get_message(nc, {"seq": seq})
+            if stored is not None:
+                stored_subject, data = stored
+                if stored_subject != subject:
+                    return False
+                try:
+                    return bool(json.loads(data).get("token") == token)
+                except (ValueError, AttributeError):
+                    return False
+            if attempt < 2:
+                await asyncio.sleep(0.02 * (attempt + 1))
+        # The claim is remembered but its message is gone (deleted or purged by
+        # hand): we cannot prove it is ours, and a false answer never runs a slot twice.
+        log.warning(
+            "anarchon: claim at %s seq %d is remembered but its message is gone; not running it",
+            self.stream,
+            seq,
+        )
+        return False
+
+    async def record_manual_run(self, input: ClaimInput) -> int | None:
+        """Publish a manual claim record: no ``Nats-Msg-Id``, so it is never de-duplicated."""
+        nc = await self._client()
+        subject = self._job_subjects(input.job)[0]
+        payload = _dumps(
+            {
+                "slot": input.slot,
+                "token": input.token,
+                "instance_id": input.instance_id,
+                "at": _wall_ms(),
+                "manual": True,
+            }
+        )
+        await self._publish(nc, subject, payload, "manual run")
+        return None
+
+    async def _publish(self, nc: Client, subject: str, payload: bytes, what: str) -> int:
+        body = await self._request(nc, subject, payload, what)
+        error = _api_error(body)
+        if error is not None:
+            if error.code == 503:
+                raise BackendUnavailableError(
+                    f"JetStream at {self.shown} is unavailable ({what}): {error.description}"
+                ) from error
+            raise error
+        return int(body.get("seq") or 0)
+
+    async def save_result(
+        self,
+        job: str,
+        result: StoredResult,
+        history_size: int,
+        history_ttl_ms: int | None = None,
+    ) -> None:
+        """Publish the result to ``<prefix><job>.results`` (trimmed by the per-subject limit)."""
+        nc = self._nc
+        if nc is None or not self._ready or nc.is_closed:
+            nc = await self._client()
+        subject = self._job_subjects(job)[1]
+        payload = _dumps(
+            {
+                "slot": result.slot,
+                "token": result.token,
+                "instance_id": result.instance_id,
+                "status": result.status,
+                "started_at": result.started_at,
+                "finished_at": result.finished_at,
+                "error": result.error,
+                "attempt": result.attempt,
+                "manual": result.manual,
+                "reason": result.reason,
+            }
+        )
+        await self._publish(nc, subject, payload, "result")
+
+    # History -------------------------------------------------------------------
+
+    async def history(self, job: str, limit: int) -> list[RunRecord]:
+        """Recent runs of ``job`` on every instance, newest first.
+
+        Reads the job's claims and results subjects and merges them with
+        :func:`anarchon.build_history`. A job registered here with a
+        ``history_size`` below the stream-wide limit shows at most that many.
+        """
+        claims_subject, results_subject = self._job_subjects(job)
+        nc = await self._client()
+        claims: list[ClaimRecord] = []
+        results: list[StoredResult] = []
+        for subject, data in await self._read_subjects(nc, f"{self.prefix}{job}.*"):
+            try:
+                row = json.loads(data)
+                if subject == claims_subject:
+                    claims.append(
+                        ClaimRecord(
+                            job=job,
+                            slot=int(row["slot"]),
+                            token=str(row["token"]),
+                            instance_id=str(row["instance_id"]),
+                            at=int(row["at"]),
+                            manual=bool(row.get("manual", False)),
+                        )
+                    )
+                elif subject == results_subject:
+                    results.append(
+                        StoredResult(
+                            slot=int(row["slot"]),
+                            token=str(row["token"]),
+                            instance_id=str(row["instance_id"]),
+                            status=str(row["status"]),
+                            started_at=_opt_int(row.get("started_at")),
+                            finished_at=_opt_int(row.get("finished_at")),
+                            error=None if row.get("error") is None else str(row["error"]),
+                            attempt=int(row.get("attempt") or 1),
+                            manual=bool(row.get("manual", False)),
+                            reason=None if row.get("reason") is None else str(row["reason"]),
+                        )
+                    )
+            except (ValueError, KeyError, TypeError, AttributeError):
+                log.debug("anarchon: skipping an unreadable message on %s", subject)
+        cap = self._job_history.get(job, self.history_size)
+        return build_history(job, claims, results, min(limit, cap))
+
+    async def _read_subjects(self, nc: Client, filter_subject: str) -> list[tuple[str, bytes]]:
+        """Every stored message on ``filter_subject``, oldest first, with an ephemeral consumer."""
+        created = await self._api(
+            nc,
+            f"CONSUMER.CREATE.{self.stream}",
+            {
+                "stream_name": self.stream,
+                "config": {
+                    "deliver_policy": "all",
+                    "ack_policy": "none",
+                    "replay_policy": "instant",
+                    "filter_subject": filter_subject,
+                    "inactive_threshold": 30_000_000_000,
+                    "mem_storage": True,
+                    "num_replicas": 1,
+                    "max_waiting": 1,
+                },
+            },
+        )
+        consumer = str(created["name"])
+        pending = int(created.get("num_pending") or 0)
+        out: list[tuple[str, bytes]] = []
+        try:
+            if pending:
+                await self._pull(nc, consumer, pending, out)
+        finally:
+            try:
+                await self._api(nc, f"CONSUMER.DELETE.{self.stream}.{consumer}")
+            except (APIError, BackendUnavailableError) as error:  # it expires by itself
+                log.debug("anarchon: deleting history consumer %s failed: %s", consumer, error)
+        return out
+
+    async def _pull(
+        self, nc: Client, consumer: str, pending: int, out: list[tuple[str, bytes]]
+    ) -> None:
+        inbox = nc.new_inbox()
+        try:
+            sub = await nc.subscribe(inbox, pending_msgs_limit=4 * _HISTORY_BATCH + 16)
+        except _UNREACHABLE as error:
+            raise self._unavailable(error, "history") from error
+        try:
+            remaining = pending
+            while remaining > 0:
+                batch = min(remaining, _HISTORY_BATCH)
+                request = _dumps({"batch": batch, "no_wait": True})
+                try:
+                    await nc.publish(
+                        f"{_API}.CONSUMER.MSG.NEXT.{self.stream}.{consumer}", request, reply=inbox
+                    )
+                except _UNREACHABLE as error:
+                    raise self._unavailable(error, "history") from error
+                got = 0
+                while got < batch:
+                    try:
+                        msg: Msg = await sub.next_msg(timeout=self.request_timeout)
+                    except _UNREACHABLE as error:
+                        raise self._unavailable(error, "history") from error
+                    headers = msg.headers or {}
+                    status = headers.get("Status")
+                    if status is not None and not msg.data:
+                        if status == "100":  # idle heartbeat / flow control
+                            continue
+                        if status in ("404", "408"):  # no more messages now
+                            break
+                        raise APIError(code=int(status), description=headers.get("Description", ""))
+                    out.append((msg.subject, msg.data))
+                    got += 1
+                if got < batch:
+                    return
+                remaining -= got
+        finally:
+            try:
+                await sub.unsubscribe()
+            except Exception as error:  # pragma: no cover - connection already gone
+                log.debug("anarchon: unsubscribe failed: %r", error)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
