@@ -74,8 +74,13 @@ end
 -- Keep about `size` runs (between N and 2N) and nothing older than `ttl`;
 -- never a record of a run still in progress. Claims go before their results,
 -- so a finished run never shows as running.
+local function over(key, count, active, size)
+  -- More than 2 * size records beside those of runs in progress (never trimmed).
+  return redis.call(count, key) - redis.call('SCARD', active) > 2 * size
+end
+
 local function trim_history(state, active, runs, results, now, size, ttl)
-  local by_count = redis.call('XLEN', runs) > 2 * size or redis.call('ZCARD', results) > 2 * size
+  local by_count = over(runs, 'XLEN', active, size) or over(results, 'ZCARD', active, size)
   local by_ttl = false
   if ttl then
     local due = tonumber(redis.call('HGET', state, '~ttl') or '0')
@@ -136,8 +141,8 @@ end
 -- Drop old finished run state once late and catch-up claims can no longer ask
 -- for it: only beyond the newest `size` runs and older than `keep` ms.
 local function trim_state(state, active, slots, now, size, keep)
+  if not over(slots, 'ZCARD', active, size) then return end
   local count = redis.call('ZCARD', slots)
-  if count <= 2 * size then return end
   local stored = tonumber(redis.call('HGET', state, '~keep') or '0')
   if stored > keep then keep = stored end
   local old = redis.call('ZRANGEBYSCORE', slots, '-inf', '(' .. int(now - keep),
@@ -194,7 +199,7 @@ if not raw then
   redis.call('ZADD', slots, slot_s, slot_s)
   add_claim(runs, slot_s, token, instance, 1, now)
   trim_state(state, active, slots, now, size, keep)
-  if redis.call('XLEN', runs) > 2 * size then
+  if over(runs, 'XLEN', active, size) then
     trim_history(state, active, runs, results, now, size, ttl)
   end
   return {'won', 1, instance, lease, 1}
@@ -220,7 +225,7 @@ if r.a < max_attempts then
   r.t, r.r, r.l, r.m, r.b, r.x, r.e = token, instance, now + lease_ms, max_attempts, now, 0, nil
   put(state, slot_s, r)
   add_claim(runs, slot_s, token, instance, r.a, now)
-  if redis.call('XLEN', runs) > 2 * size then
+  if over(runs, 'XLEN', active, size) then
     trim_history(state, active, runs, results, now, size, ttl)
   end
   return {'won', r.a, instance, r.l, 1}
