@@ -21,6 +21,7 @@ import asyncio
 import logging
 import sys
 import time
+from typing import Any
 
 from anarchon import RunContext, Scheduler
 from anarchon_redis import RedisBackend, ValkeyBackend
@@ -41,7 +42,9 @@ async def _one(spec: str, instance: str, until_ms: int, out: str, handler_ms: in
     label, kind, strategy, url, job, lease, heartbeat = spec.split("|")
     backend = _backend(kind, url, strategy)
     logger = logging.getLogger(f"anarchon.{label}")
-    options = {"lease": lease, "heartbeat": heartbeat} if strategy == "lease" else {}
+    options: dict[str, Any] = (
+        {"lease": lease, "heartbeat": heartbeat} if strategy == "lease" else {}
+    )
     scheduler = Scheduler(backend, instance_id=instance, stop_grace=2, logger=logger, **options)
 
     async def handler(ctx: RunContext) -> None:

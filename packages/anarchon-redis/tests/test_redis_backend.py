@@ -30,6 +30,7 @@ from anarchon.errors import (
 from anarchon.registry import installed_backends, resolve_backend
 from anarchon.types import ClaimInput, RunClaim, StoredResult
 from anarchon_redis import Lease, RedisBackend, StreamId, ValkeyBackend
+from anarchon_redis._client import text
 from anarchon_redis._lua import LEASE_SCRIPTS, STREAM_ID_SCRIPTS
 from anarchon_redis.backend import RedisBackendBase
 from redis_servers import Server, free_port, start_server
@@ -106,7 +107,7 @@ def test_lease_keys_match_the_spec_and_share_one_hash_slot(server: Server, prefi
 
     run(using(backend_for(server, prefix=prefix), body))
     r = inspector(server)
-    found = {k.decode(): r.type(k).decode() for k in r.scan_iter(match=f"*{prefix}*")}
+    found = {text(k): text(r.type(k)) for k in r.scan_iter(match=f"*{prefix}*")}
     tag = "{" + prefix + job + "}"
     assert found == {
         f"{tag}:state": "hash",
@@ -135,15 +136,16 @@ def test_stream_id_keys_match_the_spec(server: Server, prefix: str) -> None:
 
     run(using(backend_for(server, strategy="stream-id", prefix=prefix), body))
     r = inspector(server)
-    found = {k.decode(): r.type(k).decode() for k in r.scan_iter(match=f"{prefix}*")}
+    found = {text(k): text(r.type(k)) for k in r.scan_iter(match=f"{prefix}*")}
     assert found == {
         f"{prefix}{job}:runs": "stream",
         f"{prefix}{job}:manual": "stream",
         f"{prefix}{job}:results": "zset",
         f"{prefix}format": "string",
     }
-    (entry_id, fields) = r.xrange(f"{prefix}{job}:runs")[0]
-    assert entry_id.decode().endswith("-0")
+    entries: Any = r.xrange(f"{prefix}{job}:runs")
+    entry_id, fields = entries[0]
+    assert text(entry_id).endswith("-0")
     assert fields[b"token"] == b"tok-1"
 
 
@@ -205,7 +207,7 @@ def test_noscript_after_a_flush_loads_the_script_again(server: Server, prefix: s
         r.script_flush()
         outcome = await runs.claim(RunClaim("job", now - now % 1000, "tok", "inst", 30_000))
         assert outcome.kind == "won"
-        assert await runs.heartbeat("job", outcome.lease_expires_at or 0, "nope", 1000) is False
+        assert await runs.heartbeat("job", now - now % 1000, "nope", 1000) is False
 
     run(using(backend_for(server, prefix=prefix), body))
     assert all(r.script_exists(LEASE_SCRIPTS[0].sha))
@@ -264,7 +266,7 @@ def test_unreachable_server_hides_the_password(kind: str) -> None:
     url = f"{kind}://admin:hunter2@127.0.0.1:{port}/0"
     backend = resolve_backend(url)
     with pytest.raises(BackendUnavailableError) as caught:
-        run(backend.init())  # type: ignore[arg-type]
+        run(backend.init())
     error = caught.value
     assert error.code == "ANARCHON_BACKEND_UNAVAILABLE"
     assert "hunter2" not in str(error)
@@ -516,7 +518,7 @@ def test_lease_trimming_keeps_running_runs_and_bounds_state(server: Server, pref
     run(using(backend_for(server, strategy=Lease(window_ms=1000), prefix=prefix), body))
     r = inspector(server)
     tag = "{" + prefix + job + "}"
-    state = {k.decode() for k in r.hkeys(f"{tag}:state")}
+    state = {text(k) for k in r.hkeys(f"{tag}:state")}
     run_fields = {k for k in state if not k.startswith("~")}
     assert len(run_fields) <= 2 * size + 1, f"run state not trimmed: {len(run_fields)} runs kept"
     assert any(k.endswith(str(0)) for k in run_fields)

@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import importlib
 import inspect
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -131,6 +132,13 @@ class Driver:
             pool = aio.ConnectionPool.from_url(url)
             pool.connection_class(**pool.connection_kwargs)
         except (TypeError, ValueError, OSError) as error:
+            unknown = re.search(r"unexpected keyword argument '([^']+)'", str(error))
+            if unknown is not None:
+                raise InvalidConfigError(
+                    f"unknown option {unknown.group(1)!r} in {shown!r}: anarchon-redis takes"
+                    f" strategy, prefix and the strategy's settings, and {self.module}-py does"
+                    " not know it either"
+                ) from None
             message = str(error).replace(url, shown)
             raise InvalidConfigError(f"bad {self.module} URL {shown!r}: {message}") from None
 

@@ -109,7 +109,8 @@ class LeaseRuntime(Runtime):
         """Record (in the store) how long this instance needs the job's run state kept."""
         keep = self._keep.get(job)
         if keep is not None:
-            await (await self.ready()).evalsha(_lua.LEASE_PREPARE, self.keys(job)[:1], (keep,))
+            conn = await self.ready()
+            await conn.evalsha(_lua.LEASE_PREPARE, self.keys(job)[:1], (keep,))
 
     async def claim(self, input: ClaimInput) -> bool:
         """A lease claim with ``create=True``, no overlap check, one attempt, mapped to a bool.
@@ -118,7 +119,8 @@ class LeaseRuntime(Runtime):
         """
         keys = self.keys(input.job)
         ttl = input.history_ttl_ms
-        reply = await (await self.ready()).evalsha(
+        conn = await self.ready()
+        reply = await conn.evalsha(
             _lua.LEASE_CLAIM,
             keys,
             (
@@ -140,7 +142,8 @@ class LeaseRuntime(Runtime):
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append a manual claim record to the job's ``runs`` stream (no de-duplication)."""
         runs = self.keys(input.job)[3]
-        await (await self.ready()).execute(
+        conn = await self.ready()
+        await conn.execute(
             "XADD",
             runs,
             "*",
@@ -161,7 +164,8 @@ class LeaseRuntime(Runtime):
         self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
     ) -> None:
         """Store the result and trim history; a plain claim's run state is marked finished too."""
-        await (await self.ready()).evalsha(
+        conn = await self.ready()
+        await conn.evalsha(
             _lua.LEASE_SAVE,
             self.keys(job),
             (
@@ -181,7 +185,8 @@ class LeaseRuntime(Runtime):
             return []
         _state, _active, _slots, runs, results = self.keys(job)
         fetch = 2 * int(limit) + HISTORY_SLACK
-        entries, members = await (await self.ready()).pipeline(
+        conn = await self.ready()
+        entries, members = await conn.pipeline(
             [
                 ("XREVRANGE", runs, "+", "-", "COUNT", fetch),
                 ("ZREVRANGE", results, 0, fetch - 1),
@@ -228,7 +233,8 @@ class RedisRunStore(RunStore):
         """Extend the lease to server time + ``lease_ms`` if ``token`` still owns the run."""
         rt = self._rt
         keys = rt.keys(job)
-        reply = await (await rt.ready()).evalsha(
+        conn = await rt.ready()
+        reply = await conn.evalsha(
             _lua.LEASE_HEARTBEAT, keys[:1], (int(slot), token, int(lease_ms))
         )
         return int(reply) == 1
@@ -242,9 +248,8 @@ class RedisRunStore(RunStore):
         """
         rt = self._rt
         keys = rt.keys(job)
-        reply = await (await rt.ready()).evalsha(
-            _lua.LEASE_FINISH, keys[:2], (int(slot), token, status)
-        )
+        conn = await rt.ready()
+        reply = await conn.evalsha(_lua.LEASE_FINISH, keys[:2], (int(slot), token, status))
         return int(reply) == 1
 
     async def release(self, job: str, slot: int, token: str) -> bool:
@@ -254,9 +259,8 @@ class RedisRunStore(RunStore):
         """
         rt = self._rt
         state, active, _slots, _runs, results = rt.keys(job)
-        reply = await (await rt.ready()).evalsha(
-            _lua.LEASE_RELEASE, (state, active, results), (int(slot), token)
-        )
+        conn = await rt.ready()
+        reply = await conn.evalsha(_lua.LEASE_RELEASE, (state, active, results), (int(slot), token))
         return int(reply) == 1
 
     async def now_ms(self) -> int:
@@ -266,7 +270,8 @@ class RedisRunStore(RunStore):
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
         rt = self._rt
-        reply = list(await (await rt.ready()).evalsha(_lua.LEASE_ACTIVE, rt.keys(job)[:2], ()))
+        conn = await rt.ready()
+        reply = list(await conn.evalsha(_lua.LEASE_ACTIVE, rt.keys(job)[:2], ()))
         now = int(reply[0])
         runs = []
         for i in range(1, len(reply) - 4, 5):

@@ -107,7 +107,8 @@ class StreamIdRuntime(Runtime):
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append the manual run to the job's ``manual`` stream (no de-duplication)."""
         manual = self.keys(input.job)[1]
-        await (await self.ready()).execute(
+        conn = await self.ready()
+        await conn.execute(
             "XADD",
             manual,
             "*",
@@ -163,7 +164,8 @@ class StreamIdRuntime(Runtime):
             return []
         runs, manual, results = self.keys(job)
         fetch = int(limit) + HISTORY_SLACK
-        replies = await (await self.ready()).pipeline(
+        conn = await self.ready()
+        replies = await conn.pipeline(
             [
                 ("XREVRANGE", runs, "+", "-", "COUNT", fetch),
                 ("XREVRANGE", manual, "+", "-", "COUNT", fetch),
