@@ -430,6 +430,34 @@ def test_claim_whose_message_is_gone_is_not_run(nats_url: str, stream: str, pref
     _run(body)
 
 
+def test_history_reads_more_than_one_batch_and_caps_at_the_jobs_size(
+    nats_url: str, stream: str, prefix: str
+) -> None:
+    """1,400 messages on a job's subjects (two pull batches); a job's own history_size caps the view."""
+    runs = 700
+
+    async def body() -> tuple[int, int, list[int]]:
+        backend = NatsBackend(nats_url, stream=stream, prefix=prefix)
+        await backend.init()
+        base = _slot() - runs * 1000
+        for i in range(runs):
+            slot = base + i * 1000
+            claim = ClaimInput("busy", slot, _token(), f"i{i % 3}")
+            assert await backend.claim(claim)
+            result = StoredResult(slot, claim.token, claim.instance_id, "ok", slot, slot + 5)
+            await backend.save_result("busy", result, 1000)
+        everything = await backend.history("busy", 5000)
+        await backend.prepare_job("busy", 25)  # this job asks for 25 runs of history
+        capped = await backend.history("busy", 5000)
+        await backend.close()
+        return len(everything), len(capped), [r.slot for r in capped]
+
+    total, capped, slots = _run(body)
+    assert total == runs
+    assert capped == 25
+    assert slots == sorted(slots, reverse=True)
+
+
 def test_duplicate_window_is_how_long_a_claim_is_remembered(
     nats_url: str, stream: str, prefix: str
 ) -> None:
