@@ -412,6 +412,53 @@ def test_claim_answers_across_connections(nats_url: str, prefix: str, stream: st
     _run(body)
 
 
+def test_two_prefixes_on_one_stream_never_share_a_claim(nats_url: str, stream: str) -> None:
+    """Message ids are per stream: the same job and slot under two prefixes are two claims."""
+    tag = uuid.uuid4().hex[:8]
+
+    async def body() -> list[bool]:
+        apps = [
+            NatsBackend(nats_url, stream=stream, prefix=f"a{tag}."),
+            NatsBackend(nats_url, stream=stream, prefix=f"b{tag}.cron."),
+        ]
+        slot = _slot()
+        answers = []
+        for i, app in enumerate(apps):
+            app.check_job(JobLimits("report", 60_000, 2_000, 60_000, 1000))
+            await app.init()
+            answers.append(await app.claim(ClaimInput("report", slot, _token(), f"app{i}")))
+            answers.append(await app.claim(ClaimInput("report", slot, _token(), f"other{i}")))
+        config = await _config(nats_url, stream)
+        assert config["subjects"] == [f"a{tag}.>", f"b{tag}.cron.>"]
+        for app in apps:
+            await app.close()
+        return answers
+
+    assert _run(body) == [True, False, True, False]
+
+
+def test_message_ids(nats_url: str, stream: str) -> None:
+    """``<job>:<slot>`` with the default prefix, ``<prefix><job>:<slot>`` with another."""
+    job, slot, other = f"ids-{uuid.uuid4().hex[:8]}", _slot(), f"p{uuid.uuid4().hex[:8]}."
+
+    async def body() -> list[str]:
+        ids = []
+        for backend, stream_name in (
+            (NatsBackend(nats_url), "CRON"),
+            (NatsBackend(nats_url, stream=stream, prefix=other), stream),
+        ):
+            await backend.init()
+            assert await backend.claim(ClaimInput(job, slot, _token(), "a"))
+            await backend.close()
+            nc = await nats.connect(nats_url)
+            msg = await nc.jetstream().get_last_msg(stream_name, f"{backend.prefix}{job}.claims")
+            await nc.close()
+            ids.append((msg.headers or {}).get("Nats-Msg-Id", ""))
+        return ids
+
+    assert _run(body) == [f"{job}:{slot}", f"{other}{job}:{slot}"]
+
+
 def test_claim_whose_message_is_gone_is_not_run(nats_url: str, stream: str, prefix: str) -> None:
     """The id is remembered but the message was purged: no one can prove it, no one runs it."""
 

@@ -64,6 +64,7 @@ __all__ = ["NatsBackend"]
 log = logging.getLogger("anarchon.nats")
 
 DEFAULT_SERVERS = "nats://localhost:4222"
+DEFAULT_PREFIX = "cron."
 
 _API = "$JS.API"
 _MSG_ID = "Nats-Msg-Id"
@@ -76,8 +77,6 @@ _ERR_STREAM_NOT_FOUND = 10059
 _ERR_WRONG_LAST_SEQUENCE = 10071
 _ERR_DUPLICATE_IN_PROCESS = 10158
 
-_IN_PROCESS_TRIES = 40
-"""How often a claim is re-sent while the cluster still processes the first one with its id."""
 _INIT_RETRY_S = 15.0
 """How long ``init()`` waits for JetStream to become ready (a cluster electing leaders)."""
 _NO_JETSTREAM_S = 2.0
@@ -170,7 +169,7 @@ class NatsBackend(Backend):
         servers: str | Sequence[str] = DEFAULT_SERVERS,
         connection: Client | None = None,
         stream: str = "CRON",
-        prefix: str = "cron.",
+        prefix: str = DEFAULT_PREFIX,
         duplicate_window_ms: int = 300_000,
         history_size: int = 1000,
         replicas: int | None = None,
@@ -194,6 +193,11 @@ class NatsBackend(Backend):
         self.connection = connection
         self.stream = check_stream_name(stream)
         self.prefix = check_prefix(prefix)
+        # Message ids are unique per stream, not per subject. With the default
+        # prefix the id is "<job>:<slot>"; any other prefix goes in front of it,
+        # so applications sharing one stream under different prefixes never
+        # share an id (job names have no ".", so the two forms never meet).
+        self._id_prefix = "" if prefix == DEFAULT_PREFIX else prefix
         if (
             isinstance(duplicate_window_ms, bool)
             or not isinstance(duplicate_window_ms, int)
@@ -646,6 +650,8 @@ class NatsBackend(Backend):
     async def claim(self, input: ClaimInput) -> bool:
         """Publish the claim with ``Nats-Msg-Id: <job>:<slot>``; the first stored one wins.
 
+        (With a prefix other than ``cron.`` the id is ``<prefix><job>:<slot>``.)
+
         A duplicate acknowledgement names the stored claim's sequence: it is read
         and its token compared, so a retried claim with the same token is true
         again and any other token false.
@@ -666,13 +672,14 @@ class NatsBackend(Backend):
             }
         )
         delay = 0.005
-        for _ in range(_IN_PROCESS_TRIES):
+        deadline = 0.0
+        while True:
             try:
                 reply = await nc.request(
                     subject,
                     payload,
                     timeout=self.request_timeout,
-                    headers={_MSG_ID: f"{job}:{input.slot}"},
+                    headers={_MSG_ID: f"{self._id_prefix}{job}:{input.slot}"},
                 )
             except _UNREACHABLE as error:
                 raise self._unavailable(error, "claim") from error
@@ -697,11 +704,15 @@ class NatsBackend(Backend):
                     raise problem
             # A clustered stream has the first claim with this id in flight: its
             # sequence is known once it is committed. Ask again shortly.
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + self.request_timeout
+            elif now > deadline:
+                raise BackendUnavailableError(
+                    f"claim of {job}:{input.slot} is still in process on {self.shown}; retry"
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.1)
-        raise BackendUnavailableError(
-            f"claim of {job}:{input.slot} is still in process on {self.shown}; retry"
-        )
 
     async def _owns(self, nc: Client, subject: str, seq: int, token: str) -> bool:
         """Whether the stored claim at ``seq`` carries ``token``."""
@@ -794,7 +805,9 @@ class NatsBackend(Backend):
         nc = await self._client()
         claims: list[ClaimRecord] = []
         results: list[StoredResult] = []
-        for subject, data in await self._read_subjects(nc, f"{self.prefix}{job}.*"):
+        for subject, data in await self._read_subjects(
+            nc, f"{self.prefix}{job}.*", (claims_subject, results_subject)
+        ):
             try:
                 row = json.loads(data)
                 if subject == claims_subject:
@@ -828,8 +841,22 @@ class NatsBackend(Backend):
         cap = self._job_history.get(job, self.history_size)
         return build_history(job, claims, results, min(limit, cap))
 
-    async def _read_subjects(self, nc: Client, filter_subject: str) -> list[tuple[str, bytes]]:
-        """Every stored message on ``filter_subject``, oldest first, with an ephemeral consumer."""
+    async def _read_subjects(
+        self, nc: Client, filter_subject: str, subjects: Sequence[str]
+    ) -> list[tuple[str, bytes]]:
+        """Every stored message on ``filter_subject``, oldest first, with an ephemeral consumer.
+
+        The newest sequence of each of ``subjects`` is asked of the stream leader
+        first, and the consumer is read until it has delivered it: in a cluster
+        the consumer may live on a replica that is a moment behind, and history
+        must show the claims this instance has just made.
+        """
+        target = 0
+        for subject in subjects:
+            last = await self._last_sequence(nc, subject)
+            target = max(target, last)
+        if not target:
+            return []
         created = await self._api(
             nc,
             f"CONSUMER.CREATE.{self.stream}",
@@ -848,11 +875,9 @@ class NatsBackend(Backend):
             },
         )
         consumer = str(created["name"])
-        pending = int(created.get("num_pending") or 0)
         out: list[tuple[str, bytes]] = []
         try:
-            if pending:
-                await self._pull(nc, consumer, pending, out)
+            await self._pull(nc, consumer, target, out)
         finally:
             try:
                 await self._api(nc, f"CONSUMER.DELETE.{self.stream}.{consumer}")
@@ -860,27 +885,37 @@ class NatsBackend(Backend):
                 log.debug("anarchon: deleting history consumer %s failed: %s", consumer, error)
         return out
 
+    async def _last_sequence(self, nc: Client, subject: str) -> int:
+        """The stream sequence of the newest message on ``subject`` (0: none), from the leader."""
+        try:
+            body = await self._api(nc, f"STREAM.MSG.GET.{self.stream}", {"last_by_subj": subject})
+        except APIError as error:
+            if error.err_code == _ERR_NOT_FOUND_MSG or error.code == 404:
+                return 0
+            raise
+        return int(body["message"].get("seq") or 0)
+
     async def _pull(
-        self, nc: Client, consumer: str, pending: int, out: list[tuple[str, bytes]]
+        self, nc: Client, consumer: str, target: int, out: list[tuple[str, bytes]]
     ) -> None:
+        """Pull from ``consumer`` until the message with stream sequence ``target`` arrived."""
         inbox = nc.new_inbox()
         try:
             sub = await nc.subscribe(inbox, pending_msgs_limit=4 * _HISTORY_BATCH + 16)
         except _UNREACHABLE as error:
             raise self._unavailable(error, "history") from error
+        next_subject = f"{_API}.CONSUMER.MSG.NEXT.{self.stream}.{consumer}"
+        request = _dumps({"batch": _HISTORY_BATCH, "no_wait": True})
+        deadline = time.monotonic() + self.request_timeout
+        seen = 0
         try:
-            remaining = pending
-            while remaining > 0:
-                batch = min(remaining, _HISTORY_BATCH)
-                request = _dumps({"batch": batch, "no_wait": True})
+            while seen < target:
                 try:
-                    await nc.publish(
-                        f"{_API}.CONSUMER.MSG.NEXT.{self.stream}.{consumer}", request, reply=inbox
-                    )
+                    await nc.publish(next_subject, request, reply=inbox)
                 except _UNREACHABLE as error:
                     raise self._unavailable(error, "history") from error
                 got = 0
-                while got < batch:
+                while got < _HISTORY_BATCH:
                     try:
                         msg: Msg = await sub.next_msg(timeout=self.request_timeout)
                     except _UNREACHABLE as error:
@@ -890,14 +925,24 @@ class NatsBackend(Backend):
                     if status is not None and not msg.data:
                         if status == "100":  # idle heartbeat / flow control
                             continue
-                        if status in ("404", "408"):  # no more messages now
+                        if status in ("404", "408"):  # nothing more right now
                             break
                         raise APIError(code=int(status), description=headers.get("Description", ""))
                     out.append((msg.subject, msg.data))
                     got += 1
-                if got < batch:
-                    return
-                remaining -= got
+                    seen = max(seen, msg.metadata.sequence.stream)
+                if seen < target and got < _HISTORY_BATCH:
+                    # The replica holding the consumer has not stored the newest
+                    # messages yet (a cluster): wait a moment and pull again.
+                    if time.monotonic() > deadline:
+                        log.debug(
+                            "anarchon: history of %s read up to seq %d of %d",
+                            consumer,
+                            seen,
+                            target,
+                        )
+                        return
+                    await asyncio.sleep(0.01)
         finally:
             try:
                 await sub.unsubscribe()
