@@ -573,3 +573,32 @@ def test_stream_id_refuses_a_stale_slot_and_answers_a_retry(server: Server, pref
         assert await b.claim(ClaimInput("job", slot + 1000, "tok-3", "b"))
 
     run(using(backend_for(server, strategy="stream-id", prefix=prefix), body))
+
+
+def test_the_longest_retention_any_instance_needs_is_kept(server: Server, prefix: str) -> None:
+    """One instance's long ``max_late`` protects run state from another's shorter view."""
+    job = "shared"
+    size = 3
+
+    async def needs_long(b: RedisBackendBase) -> None:
+        b.check_job(JobLimits(job, 1000, 2000, 600_000, size))
+        await b.prepare_job(job, size)
+
+    run(using(backend_for(server, prefix=prefix), needs_long))
+    tag = "{" + prefix + job + "}"
+    assert inspector(server).hget(f"{tag}:state", "~keep") == str(600_000 + 2000 + 60_000).encode()
+
+    async def claims(b: RedisBackendBase) -> None:
+        runs = b.runs
+        assert runs is not None
+        now = await b.now_ms()
+        base = now - now % 1000 - 120_000  # two minutes ago: inside the 11 minutes kept
+        for i in range(30):
+            slot = base + i * 1000
+            claim = RunClaim(job, slot, f"t{i}", "inst", 60_000, overlap=True, history_size=size)
+            assert (await runs.claim(claim)).won
+            assert await runs.finish(job, slot, claim.token, "ok")
+
+    # This instance knows nothing of the job's needs and would keep state only 1 s.
+    run(using(backend_for(server, strategy=Lease(window_ms=1000), prefix=prefix), claims))
+    assert inspector(server).zcard(f"{tag}:slots") == 30, "state a late claim may need was trimmed"
