@@ -407,3 +407,30 @@ def test_cron_job_with_lease_options_on_memory() -> None:
     assert job.limits().max_attempts == 5
     assert job.limits().overlap is True
     assert job.limits().catch_up_ms is None
+
+
+async def test_each_outage_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    store = MemoryBackend()
+    cut = _Partition(store)
+    ran: list[int] = []
+
+    async def job(ctx: RunContext) -> None:
+        ran.append(ctx.slot)
+
+    caplog.set_level("INFO", logger="anarchon")
+    async with Scheduler(cut, instance_id="flaky-net", **FAST) as scheduler:
+        scheduler.every("tick", "100ms", job, jitter=0)
+        for _ in range(2):
+            await asyncio.sleep(0.4)
+            cut.down = True
+            await asyncio.sleep(0.6)
+            cut.down = False
+        await asyncio.sleep(0.5)
+    down = [r for r in caplog.records if "unreachable" in r.getMessage()]
+    back = [r for r in caplog.records if "reachable again" in r.getMessage()]
+    assert len(down) == 2, [r.getMessage() for r in down]
+    assert len(back) == 2
+    history = await store.history("tick", 100)
+    slots = [r.slot for r in history]
+    assert len(slots) == len(set(slots))
+    assert max(ran) > min(ran) + 1500, "the scheduler did not resume after the outages"

@@ -73,8 +73,8 @@ class Job:
     enabled: bool
     explicit: frozenset[str]
 
-    def limits(self) -> JobLimits:
-        """What the backend's ``check_job`` sees."""
+    def limits(self, lease_ms: int | None = None) -> JobLimits:
+        """What the backend's ``check_job`` sees (``lease_ms``: the scheduler's lease)."""
         return JobLimits(
             job=self.name,
             period_ms=self.schedule.period_ms,
@@ -85,6 +85,7 @@ class Job:
             overlap=self.overlap if "overlap" in self.explicit else None,
             max_attempts=self.max_attempts if "max_attempts" in self.explicit else None,
             catch_up_ms=self.catch_up_ms if "catch_up" in self.explicit else None,
+            lease_ms=lease_ms,
         )
 
 

@@ -67,6 +67,7 @@ class _Run:
     __slots__ = (
         "beating",
         "ctx",
+        "finishing",
         "handing_over",
         "in_handler",
         "job",
@@ -96,6 +97,7 @@ class _Run:
         self.next_beat = next_beat  # monotonic: when the next heartbeat is due
         self.beating = False
         self.in_handler = False
+        self.finishing = False
         self.lease_lost = False
         self.handing_over = False
         self.timeout_timer: asyncio.TimerHandle | None = None
@@ -241,7 +243,7 @@ class Scheduler:
                 f" below the backend's de-duplication window ({window:g} ms), or a late instance"
                 " could run a slot the store has forgotten"
             )
-        self.backend.check_job(job.limits())
+        self.backend.check_job(job.limits(self.lease_ms if self.leases else None))
         self._jobs[name] = job
         if self._started and not self._stopping:
             self._spawn(self._activate(job))
@@ -407,6 +409,7 @@ class Scheduler:
             self._note_outage(error)
             return
         after = self.clock.now_ms()
+        self._note_recovered()
         if store_now is not None:
             self._offset_ms = int(store_now - (before + after) // 2)
 
@@ -559,6 +562,9 @@ class Scheduler:
             except Exception:
                 retry = request
                 outcome = await self._store(functools.partial(runs.claim, retry), deadline_ms)
+            else:
+                if self._outage:
+                    self._note_recovered()
             if outcome is _GAVE_UP:
                 return
             kind = outcome.kind
@@ -619,10 +625,22 @@ class Scheduler:
         self._active[key] = run
         try:
             status, error, started, finished = await self._invoke(run)
+            if leased:
+                run.finishing = True  # the lease is still renewed until finish() lands
+                await self._finish_leased(run, status, error, started, finished)
+            else:
+                await self._save(run, status, error, started, finished)
         finally:
+            run.finishing = False
             self._active.pop(key, None)
+
+    async def _finish_leased(
+        self, run: _Run, status: str, error: str | None, started: int, finished: int
+    ) -> None:
+        job, ctx = run.job, run.ctx
+        slot, token, attempt = ctx.slot, ctx.token, ctx.attempt
         runs = self._runs
-        if leased and runs is not None:
+        if runs is not None:
             if run.lease_lost:
                 self.log.warning(
                     "anarchon: %s slot %d attempt %d lost its lease; its result is not stored",
@@ -645,8 +663,11 @@ class Scheduler:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                # Retry only while our lease lasts: after it, a backup may own the run.
+                left_ms = int((run.lease_until - self.clock.monotonic()) * 1000)
                 finished_ok = await self._store(
-                    lambda: runs.finish(job.name, slot, token, status, error)
+                    lambda: runs.finish(job.name, slot, token, status, error),
+                    self._now_ms() + left_ms,
                 )
             if finished_ok is _GAVE_UP or not finished_ok:
                 self.log.warning(
@@ -655,8 +676,14 @@ class Scheduler:
                     slot,
                 )
                 return
+        await self._save(run, status, error, started, finished)
+
+    async def _save(
+        self, run: _Run, status: str, error: str | None, started: int, finished: int
+    ) -> None:
+        job, ctx = run.job, run.ctx
         result = StoredResult(
-            slot, token, self.instance_id, status, started, finished, error, attempt
+            ctx.slot, ctx.token, self.instance_id, status, started, finished, error, ctx.attempt
         )
         try:
             await self.backend.save_result(job.name, result, job.history_size, job.history_ttl_ms)
@@ -724,7 +751,7 @@ class Scheduler:
             now = self.clock.monotonic()
             wake = now + interval
             for run in list(self._active.values()):
-                if not run.leased or not run.in_handler or run.lease_lost:
+                if not run.leased or run.lease_lost or not (run.in_handler or run.finishing):
                     continue
                 if now >= run.lease_until:
                     self._lose_lease(run, "its lease expired while the store was unreachable")
@@ -764,7 +791,7 @@ class Scheduler:
             self._lose_lease(run, "another instance owns the run now")
 
     def _lose_lease(self, run: _Run, why: str) -> None:
-        if run.lease_lost or not run.in_handler:
+        if run.lease_lost or not (run.in_handler or run.finishing):
             return
         run.lease_lost = True
         ctx = run.ctx

@@ -121,6 +121,8 @@ class JobLimits:
     overlap: bool | None = None
     max_attempts: int | None = None
     catch_up_ms: int | None = None
+    lease_ms: int | None = None
+    """The scheduler's lease, on lease backends (state must outlive it: SPEC §5 retention)."""
 
 
 @dataclass(slots=True)
