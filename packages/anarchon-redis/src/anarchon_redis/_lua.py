@@ -35,6 +35,9 @@ from __future__ import annotations
 from anarchon_redis._client import LuaScript
 
 __all__ = [
+    "IDMP_CLAIM",
+    "IDMP_PREPARE",
+    "IDMP_SCRIPTS",
     "LEASE_ACTIVE",
     "LEASE_CLAIM",
     "LEASE_FINISH",
@@ -43,7 +46,11 @@ __all__ = [
     "LEASE_RELEASE",
     "LEASE_SAVE",
     "LEASE_SCRIPTS",
+    "SCRIPT_CLAIM",
+    "SCRIPT_SCRIPTS",
+    "SET_MAX",
     "STREAM_ID_SCRIPTS",
+    "TRIM_DEDUPE",
     "TRIM_STREAM",
 ]
 
@@ -405,3 +412,124 @@ LEASE_SCRIPTS = (
 
 STREAM_ID_SCRIPTS = (TRIM_STREAM,)
 """Every script of the ``stream-id`` strategy (loaded at ``init()``)."""
+
+_FIELD = r"""
+local function field(fields, name)
+  for i = 1, #fields, 2 do
+    if fields[i] == name then return fields[i + 1] end
+  end
+  return nil
+end
+"""
+
+_SCRIPT_CLAIM = r"""
+-- KEYS: runs   ARGV: slot, token, instance, window_ms
+-- Scans the claims of the last window_ms (and from window_ms before the slot) for
+-- the slot; appends a claim only if none is there. Returns 1 if the slot is this
+-- token's, 0 if another token has it or the slot is older than the window (late).
+local key, slot_s, token = KEYS[1], ARGV[1], ARGV[2]
+local slot, window = tonumber(slot_s), tonumber(ARGV[4])
+local now = now_ms()
+if slot < now - window then return 0 end
+local from = math.min(now, slot) - window
+if from < 0 then from = 0 end
+for _, e in ipairs(redis.call('XREVRANGE', key, '+', int(from))) do
+  if field(e[2], 'slot') == slot_s then
+    if field(e[2], 'token') == token then return 1 end
+    return 0
+  end
+end
+redis.call('XADD', key, '*', 'slot', slot_s, 'token', token, 'instance', ARGV[3], 'at', int(now))
+return 1
+"""
+
+_IDMP_CREATE = r"""
+local function create(key, duration, maxsize)
+  -- XCFGSET only when the stream is created: changing the values later would
+  -- clear the slots the server remembers. MAXLEN 0 leaves an empty stream.
+  if redis.call('EXISTS', key) == 1 then return 0 end
+  redis.call('XADD', key, 'MAXLEN', '0', '*', 'slot', '-1')
+  redis.call('XCFGSET', key, 'IDMP-DURATION', duration, 'IDMP-MAXSIZE', maxsize)
+  return 1
+end
+"""
+
+_IDMP_PREPARE = r"""
+-- KEYS: runs   ARGV: duration_sec, max_size   Returns 1 if the stream was created.
+return create(KEYS[1], ARGV[1], ARGV[2])
+"""
+
+_IDMP_CLAIM = r"""
+-- KEYS: runs   ARGV: job (producer id), slot (idempotent id), token, instance,
+--              duration_sec, max_size
+-- XADD IDMP answers a duplicate with the first entry's ID; that entry's token
+-- tells whether the slot is ours. Returns 1 if it is, else 0.
+local key, slot_s, token = KEYS[1], ARGV[2], ARGV[3]
+create(key, ARGV[5], ARGV[6])
+local id = redis.call('XADD', key, 'IDMP', ARGV[1], slot_s, '*', 'slot', slot_s,
+                      'token', token, 'instance', ARGV[4], 'at', int(now_ms()))
+local found = redis.call('XRANGE', key, id, id)
+if #found == 0 then return 0 end
+if field(found[1][2], 'token') == token then return 1 end
+return 0
+"""
+
+_TRIM_DEDUPE = r"""
+-- KEYS: runs   ARGV: history_size, history_ttl_ms ('' = none), keep_ms
+-- History keeps about `size` runs (N..2N) and none older than the TTL: returns the
+-- slot below which history is hidden ('' = no change). Entries are deleted only
+-- once de-duplication no longer needs them: older than keep_ms by entry time and
+-- by slot, and below the cut.
+local key, size, ttl, keep = KEYS[1], tonumber(ARGV[1]), opt(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+local cut = nil
+if redis.call('XLEN', key) > 2 * size then
+  local slots = {}
+  for _, e in ipairs(redis.call('XREVRANGE', key, '+', '-', 'COUNT', 2 * size)) do
+    local s = tonumber(field(e[2], 'slot'))
+    if s then slots[#slots + 1] = s end
+  end
+  table.sort(slots, function(x, y) return x > y end)
+  cut = slots[size]
+end
+if ttl then
+  local horizon = now - ttl
+  if cut == nil or horizon > cut then cut = horizon end
+end
+if cut == nil then return '' end
+local limit = math.min(cut, now - keep)
+if limit > 0 then
+  local dead = {}
+  for _, e in ipairs(redis.call('XRANGE', key, '-', int(now - keep - 1), 'COUNT', 1000)) do
+    local s = tonumber(field(e[2], 'slot'))
+    if s == nil or s < limit then dead[#dead + 1] = e[1] end
+  end
+  for i = 1, #dead, 500 do
+    redis.call('XDEL', key, unpack(dead, i, math.min(i + 499, #dead)))
+  end
+end
+return int(cut)
+"""
+
+_SET_MAX = r"""
+-- KEYS: one string key   ARGV: number   Raises the stored number to ARGV[1]; returns it.
+local cur = tonumber(redis.call('GET', KEYS[1]) or '')
+local new = tonumber(ARGV[1])
+if cur == nil or new > cur then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return ARGV[1]
+end
+return redis.call('GET', KEYS[1])
+"""
+
+SCRIPT_CLAIM = _script("script-claim", _PRELUDE, _FIELD, _SCRIPT_CLAIM)
+IDMP_PREPARE = _script("idmp-prepare", _PRELUDE, _IDMP_CREATE, _IDMP_PREPARE)
+IDMP_CLAIM = _script("idmp-claim", _PRELUDE, _FIELD, _IDMP_CREATE, _IDMP_CLAIM)
+TRIM_DEDUPE = _script("trim-dedupe", _PRELUDE, _FIELD, _TRIM_DEDUPE)
+SET_MAX = _script("set-max", _SET_MAX)
+
+SCRIPT_SCRIPTS = (SCRIPT_CLAIM, TRIM_DEDUPE, TRIM_STREAM, SET_MAX)
+"""Every script of the ``script`` strategy (loaded at ``init()``)."""
+
+IDMP_SCRIPTS = (IDMP_PREPARE, IDMP_CLAIM, TRIM_DEDUPE, TRIM_STREAM, SET_MAX)
+"""Every script of the ``idmp`` strategy (loaded at ``init()``)."""

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from anarchon.backend import RunStore
+from anarchon.errors import UnsupportedError
 from anarchon.types import ClaimInput, ClaimRecord, JobLimits, RunRecord, StoredResult
 
 from anarchon_redis._client import Connection, LuaScript, text
@@ -15,7 +16,31 @@ from anarchon_redis._client import Connection, LuaScript, text
 if TYPE_CHECKING:
     from anarchon_redis.backend import RedisBackendBase
 
-__all__ = ["Runtime", "decode_result", "encode_result", "stream_fields"]
+__all__ = [
+    "Runtime",
+    "decode_result",
+    "encode_result",
+    "refuse_lease_options",
+    "stream_fields",
+]
+
+
+def refuse_lease_options(limits: JobLimits, strategy: str) -> None:
+    """Raise ``UnsupportedError`` if the job asks for leases (a claim-only strategy has none)."""
+    given = [
+        name
+        for name, value in (
+            ("overlap", limits.overlap),
+            ("max_attempts", limits.max_attempts),
+            ("catch_up", limits.catch_up_ms),
+        )
+        if value is not None
+    ]
+    if given:
+        raise UnsupportedError(
+            f"job {limits.job!r}: option(s) {', '.join(given)} need leases; the"
+            f" {strategy} strategy has none (use strategy=lease)"
+        )
 
 
 class Runtime(abc.ABC):
@@ -33,7 +58,9 @@ class Runtime(abc.ABC):
         """The backend's connection (``init()`` first if needed)."""
         return self.backend._conn or await self.backend._ready()
 
-    async def check_server(self, server: str, version: tuple[int, ...]) -> None:  # noqa: B027
+    async def check_server(  # noqa: B027
+        self, conn: Connection, server: str, version: tuple[int, ...]
+    ) -> None:
         """Refuse a server this strategy cannot use (``server`` is ``redis`` or ``valkey``)."""
 
     def check_job(self, limits: JobLimits) -> None:  # noqa: B027

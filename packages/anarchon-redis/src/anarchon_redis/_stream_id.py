@@ -20,13 +20,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from anarchon.errors import UnsupportedError
 from anarchon.history import build_history
 from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
 
 from anarchon_redis import _lua
 from anarchon_redis._client import is_noscript, text
-from anarchon_redis._runtime import Runtime, claim_records, decode_result, encode_result
+from anarchon_redis._runtime import (
+    Runtime,
+    claim_records,
+    decode_result,
+    encode_result,
+    refuse_lease_options,
+)
 from anarchon_redis.strategies import StreamId
 
 __all__ = ["StreamIdRuntime"]
@@ -61,20 +66,7 @@ class StreamIdRuntime(Runtime):
 
     def check_job(self, limits: JobLimits) -> None:
         """Refuse lease options: this strategy has no leases (the scheduler checks this too)."""
-        given = [
-            name
-            for name, value in (
-                ("overlap", limits.overlap),
-                ("max_attempts", limits.max_attempts),
-                ("catch_up", limits.catch_up_ms),
-            )
-            if value is not None
-        ]
-        if given:
-            raise UnsupportedError(
-                f"job {limits.job!r}: option(s) {', '.join(given)} need leases; the"
-                " stream-id strategy has none (use strategy=lease)"
-            )
+        refuse_lease_options(limits, "stream-id")
 
     async def claim(self, input: ClaimInput) -> bool:
         """``XADD runs <slot>-0``: won if added; if refused, won only if the entry is ours."""

@@ -256,7 +256,7 @@ class RedisBackendBase(Backend):
             raise BackendUnavailableError(
                 f"{self.describe()} runs Redis {raw}; anarchon-redis needs Redis 5.0 or newer"
             )
-        await self._runtime.check_server(server, version)
+        await self._runtime.check_server(conn, server, version)
 
     async def _check_format(self, conn: Connection) -> None:
         """Write the store format marker (``<prefix>format``); refuse a newer format."""
@@ -350,10 +350,13 @@ class RedisBackend(RedisBackendBase):
     ``redis`` is a URL (``redis://``, ``rediss://`` for TLS, user, password
     and db in the URL), a mapping of ``redis.asyncio.Redis`` keyword
     arguments (``url`` allowed), or your own ``redis.asyncio.Redis`` (never
-    closed by :meth:`close`). ``strategy`` is ``"lease"`` (default, leases) or
-    ``"stream-id"``, or a settings object (:class:`~anarchon_redis.Lease`,
-    :class:`~anarchon_redis.StreamId`). ``prefix`` starts every key
-    (default ``"cron:"``).
+    closed by :meth:`close`; a ``RedisCluster``, a Valkey GLIDE client or any
+    object with an async ``execute_command(*args)`` works too). ``strategy``
+    is ``"lease"`` (default, leases), ``"stream-id"``, ``"idmp"`` (Redis 8.6+;
+    checked in :meth:`init`) or ``"script"``, or a settings object
+    (:class:`~anarchon_redis.Lease`, :class:`~anarchon_redis.StreamId`,
+    :class:`~anarchon_redis.Idmp`, :class:`~anarchon_redis.Script`).
+    ``prefix`` starts every key (default ``"cron:"``).
     """
 
     name: ClassVar[str] = "redis"
@@ -376,7 +379,8 @@ class ValkeyBackend(RedisBackendBase):
     ``valkey`` is a URL (``valkey://``, ``valkeys://`` for TLS; ``redis://``
     works too), a mapping of ``valkey.asyncio.Valkey`` keyword arguments, or
     your own ``valkey.asyncio.Valkey`` (never closed by :meth:`close`).
-    Strategies and ``prefix`` as for :class:`RedisBackend`.
+    Strategies and ``prefix`` as for :class:`RedisBackend`, except ``idmp``
+    (Redis 8.6+ only), which is refused at construction.
     """
 
     name: ClassVar[str] = "valkey"

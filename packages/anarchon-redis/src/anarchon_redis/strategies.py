@@ -1,7 +1,8 @@
 """Strategies: how exactly one instance wins a slot, as typed settings objects.
 
-A strategy is named (``"lease"``, ``"stream-id"``) or given as a settings
-object (``Lease()``, ``StreamId()``). Each settings class takes only the
+A strategy is named (``"lease"``, ``"stream-id"``, ``"idmp"``, ``"script"``)
+or given as a settings object (``Lease()``, ``StreamId()``, ``Idmp()``,
+``Script()``). Each settings class takes only the
 settings its strategy uses, so a wrong one is a ``TypeError`` for a type
 checker and an ``InvalidConfigError`` at construction (and in a URL query).
 
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_LEASE_WINDOW_MS",
     "STRATEGIES",
+    "Idmp",
     "Lease",
+    "Script",
     "Strategy",
     "StreamId",
     "parse_strategy",
@@ -160,7 +163,87 @@ class StreamId(Strategy):
         return StreamIdRuntime(backend, self)
 
 
-STRATEGIES: dict[str, type[Strategy]] = {"lease": Lease, "stream-id": StreamId}
+def _int_in(strategy: str, key: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidConfigError(
+            f"strategy {strategy!r}: {key} must be an integer from {low} to {high}, got {value!r}"
+        )
+
+
+@dataclass(frozen=True)
+class Idmp(Strategy):
+    """Idempotent ``XADD <prefix><job>:runs IDMP <job> <slot> * ...`` (Redis 8.6+ only).
+
+    A duplicate ``XADD`` returns the first entry's ID; the claim reads that
+    entry and compares tokens. The server remembers each slot for
+    ``duration_sec`` seconds (1-86400, default 300) and at most ``max_size``
+    slots per job (1-10000, default 1000); both are set with ``XCFGSET`` when
+    the job's stream is created, and never changed afterwards (changing them
+    clears the remembered slots). No leases. Valkey does not have it.
+    """
+
+    name: ClassVar[str] = "idmp"
+    redis_only: ClassVar[bool] = True
+
+    duration_sec: int = 300
+    max_size: int = 1000
+
+    def __post_init__(self) -> None:
+        _int_in(self.name, "duration_sec", self.duration_sec, 1, 86_400)
+        _int_in(self.name, "max_size", self.max_size, 1, 10_000)
+
+    @property
+    def dedupe_window_ms(self) -> float:
+        """``duration_sec`` in ms: how long the server remembers a claimed slot."""
+        return float(self.duration_sec * 1000)
+
+    def describe(self) -> str:
+        """``idmp`` and its settings."""
+        return f"idmp(duration_sec={self.duration_sec}, max_size={self.max_size})"
+
+    def _runtime(self, backend: RedisBackendBase) -> Runtime:
+        from anarchon_redis._dedupe import IdmpRuntime
+
+        return IdmpRuntime(backend, self)
+
+
+@dataclass(frozen=True)
+class Script(Strategy):
+    """A Lua script scans the job's recent claims for the slot and appends only if absent.
+
+    Works on Redis 5+ and Valkey, no leases. ``window_ms`` (default 300000)
+    is how far back the script looks and how long a claim is kept: it must
+    exceed every job's ``jitter + max_late`` (the scheduler checks it).
+    """
+
+    name: ClassVar[str] = "script"
+
+    window_ms: int = 300_000
+
+    def __post_init__(self) -> None:
+        _positive_int(self.name, "window_ms", self.window_ms)
+
+    @property
+    def dedupe_window_ms(self) -> float:
+        """``window_ms``: claims younger than it are kept and scanned."""
+        return float(self.window_ms)
+
+    def describe(self) -> str:
+        """``script`` and its window."""
+        return f"script(window_ms={self.window_ms})"
+
+    def _runtime(self, backend: RedisBackendBase) -> Runtime:
+        from anarchon_redis._dedupe import ScriptRuntime
+
+        return ScriptRuntime(backend, self)
+
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    "lease": Lease,
+    "stream-id": StreamId,
+    "idmp": Idmp,
+    "script": Script,
+}
 """Known strategies by name."""
 
 

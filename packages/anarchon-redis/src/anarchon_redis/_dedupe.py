@@ -1,0 +1,259 @@
+"""The claim-only strategies that remember a claim for a window: ``script`` and ``idmp``.
+
+- ``script`` (Redis 5+, Valkey): one Lua script scans the job's claims of the
+  last ``window_ms`` for the slot and appends a claim only if none is there.
+- ``idmp`` (Redis 8.6+): ``XADD <runs> IDMP <job> <slot> * ...`` inside a Lua
+  script; a duplicate returns the first entry's ID, whose token tells whether
+  the slot is ours. ``XCFGSET`` is applied in the same script only when the
+  stream is created.
+
+Keys (each command and script touches one key, so no hash tag is needed):
+
+============================  ==========  ============================================
+``<prefix><job>:runs``         stream      one entry per claim (``slot``, ``token``, ...)
+``<prefix><job>:manual``       stream      one entry per manual run
+``<prefix><job>:results``      sorted set  one result per run (JSON, scored by slot)
+``<prefix><job>:trimmed``      string      the slot below which history is trimmed
+============================  ==========  ============================================
+
+History trimming never drops what de-duplication still needs: a claim stays
+in ``runs`` while it is younger than the window (``window_ms``, or
+``duration_sec``) even when history (``history_size``, ``history_ttl``) no
+longer shows it; ``trimmed`` hides it from :meth:`history`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from anarchon.errors import DedupeWindowError, UnsupportedError
+from anarchon.history import build_history
+from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
+
+from anarchon_redis import _lua
+from anarchon_redis._client import Connection, LuaScript, is_noscript, text
+from anarchon_redis._runtime import (
+    Runtime,
+    claim_records,
+    decode_result,
+    encode_result,
+    refuse_lease_options,
+)
+from anarchon_redis.strategies import STRATEGIES, Idmp, Script
+
+__all__ = ["DedupeRuntime", "IdmpRuntime", "ScriptRuntime"]
+
+HISTORY_SLACK = 8
+"""Extra records read beyond ``limit``."""
+
+log = logging.getLogger("anarchon.redis")
+
+
+class DedupeRuntime(Runtime):
+    """What ``script`` and ``idmp`` share: keys, manual runs, trimming and history."""
+
+    strategy_name = ""
+    keep_ms = 0
+    """How long a claim must stay in ``runs`` for de-duplication (ms)."""
+
+    def __init__(self, backend: Any) -> None:
+        super().__init__(backend)
+        self._keys: dict[str, tuple[str, str, str, str]] = {}
+
+    def keys(self, job: str) -> tuple[str, str, str, str]:
+        """``(runs, manual, results, trimmed)`` of ``job``."""
+        keys = self._keys.get(job)
+        if keys is None:
+            base = self.backend.prefix + job
+            keys = (f"{base}:runs", f"{base}:manual", f"{base}:results", f"{base}:trimmed")
+            self._keys[job] = keys
+        return keys
+
+    def check_job(self, limits: JobLimits) -> None:
+        """Refuse lease options: this strategy has no leases (the scheduler checks this too)."""
+        refuse_lease_options(limits, self.strategy_name)
+
+    async def evalsha(self, script: LuaScript, key: str, *args: Any) -> Any:
+        """Run one of the strategy's scripts on one key."""
+        conn = self.backend._conn or await self.backend._ready()
+        return await conn.evalsha(script, (key,), args)
+
+    async def record_manual_run(self, input: ClaimInput) -> int | None:
+        """Append the manual run to the job's ``manual`` stream (no de-duplication)."""
+        manual = self.keys(input.job)[1]
+        conn = await self.ready()
+        await conn.execute(
+            "XADD",
+            manual,
+            "*",
+            "slot",
+            int(input.slot),
+            "token",
+            input.token,
+            "instance",
+            input.instance_id,
+            "manual",
+            1,
+        )
+        return None
+
+    async def save_result(
+        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
+    ) -> None:
+        """Store the result, then trim history (about ``history_size`` runs, and the TTL).
+
+        Claims the window still needs stay in ``runs``; history hides them
+        (``trimmed``). Results below the cut are dropped with them.
+        """
+        conn = await self.ready()
+        runs, manual, results, trimmed = self.keys(job)
+        size = max(int(history_size), 1)
+        ttl = "" if history_ttl_ms is None else int(history_ttl_ms)
+        commands: list[tuple[Any, ...]] = [
+            ("ZADD", results, int(result.slot), encode_result(result)),
+            ("EVALSHA", _lua.TRIM_DEDUPE.sha, 1, runs, size, ttl, int(self.keep_ms)),
+            ("EVALSHA", _lua.TRIM_STREAM.sha, 1, manual, size, ttl, 0, "slot"),
+        ]
+        replies = await conn.pipeline(commands)
+        if any(isinstance(r, Exception) and is_noscript(r) for r in replies[1:]):
+            await conn.load_scripts((_lua.TRIM_DEDUPE, _lua.TRIM_STREAM))
+            replies = [replies[0], *(await conn.pipeline(commands[1:]))]
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        cut = text(replies[1]) if replies[1] is not None else ""
+        if not cut:
+            return
+        horizon = int(text(await conn.evalsha(_lua.SET_MAX, (trimmed,), (int(cut),))))
+        await conn.execute("ZREMRANGEBYSCORE", results, "-inf", f"({horizon}")
+
+    async def history(self, job: str, limit: int) -> list[RunRecord]:
+        """Recent runs of ``job`` (scheduled and manual), newest first."""
+        if limit <= 0:
+            return []
+        runs, manual, results, trimmed = self.keys(job)
+        fetch = int(limit) + HISTORY_SLACK
+        conn = await self.ready()
+        replies = await conn.pipeline(
+            [
+                ("XREVRANGE", runs, "+", "-", "COUNT", fetch),
+                ("XREVRANGE", manual, "+", "-", "COUNT", fetch),
+                ("ZREVRANGE", results, 0, fetch - 1),
+                ("GET", trimmed),
+            ]
+        )
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        scheduled, manual_entries, members, horizon_raw = replies
+        horizon = int(text(horizon_raw)) if horizon_raw is not None else None
+        claims = claim_records(job, scheduled, manual=False)
+        claims += claim_records(job, manual_entries, manual=True)
+        stored = [r for r in (decode_result(m) for m in members) if r is not None]
+        if horizon is not None:
+            claims = [c for c in claims if c.slot >= horizon]
+            stored = [r for r in stored if r.slot >= horizon]
+        claims = [c for c in claims if c.slot >= 0]
+        return build_history(job, claims, stored, limit)
+
+
+class ScriptRuntime(DedupeRuntime):
+    """The ``script`` strategy for one backend."""
+
+    scripts = _lua.SCRIPT_SCRIPTS
+    strategy_name = "script"
+
+    def __init__(self, backend: Any, settings: Script) -> None:
+        super().__init__(backend)
+        self.settings = settings
+        self.keep_ms = settings.window_ms
+
+    async def claim(self, input: ClaimInput) -> bool:
+        """The script appends a claim only if the window holds none for the slot."""
+        runs = self.keys(input.job)[0]
+        reply = await self.evalsha(
+            _lua.SCRIPT_CLAIM,
+            runs,
+            int(input.slot),
+            input.token,
+            input.instance_id,
+            int(self.settings.window_ms),
+        )
+        return int(reply) == 1
+
+
+class IdmpRuntime(DedupeRuntime):
+    """The ``idmp`` strategy for one backend (Redis 8.6+)."""
+
+    scripts = _lua.IDMP_SCRIPTS
+    strategy_name = "idmp"
+
+    def __init__(self, backend: Any, settings: Idmp) -> None:
+        super().__init__(backend)
+        self.settings = settings
+        self.keep_ms = settings.duration_sec * 1000
+
+    async def check_server(self, conn: Connection, server: str, version: tuple[int, ...]) -> None:
+        """Refuse a server without idempotent ``XADD`` (``COMMAND INFO XCFGSET`` is empty)."""
+        try:
+            reply = await conn.execute("COMMAND", "INFO", "XCFGSET")
+        except TypeError:  # redis-py and valkey-py cannot parse the ``[nil]`` of an unknown one
+            reply = None
+        if _command_known(reply):
+            return
+        others = ", ".join(n for n in STRATEGIES if n != "idmp")
+        shown = ".".join(str(v) for v in version)
+        raise UnsupportedError(
+            f"strategy 'idmp' needs Redis 8.6 or newer (idempotent XADD, XCFGSET);"
+            f" {self.backend.describe()} runs {server} {shown}, which does not have it."
+            f" Use another strategy: {others}"
+        )
+
+    def check_job(self, limits: JobLimits) -> None:
+        """No lease options; and ``max_size`` must cover the slots a late claim may reach back."""
+        super().check_job(limits)
+        period = max(int(limits.period_ms or 0), 1)
+        reach = int(limits.jitter_ms or 0) + int(limits.max_late_ms or 0)
+        needed = reach // period + 2
+        if needed > self.settings.max_size:
+            raise DedupeWindowError(
+                f"job {limits.job!r}: a claim may come {reach} ms after its slot, which spans"
+                f" {needed} slots of {period} ms, but idmp remembers only max_size="
+                f"{self.settings.max_size} slots per job (raise max_size, up to 10000)"
+            )
+
+    async def prepare_job(self, job: str, history_size: int) -> None:
+        """Create the job's stream with its ``XCFGSET`` settings if it does not exist yet."""
+        runs = self.keys(job)[0]
+        created = await self.evalsha(
+            _lua.IDMP_PREPARE, runs, self.settings.duration_sec, self.settings.max_size
+        )
+        if not int(created):
+            log.debug("idmp stream %s exists: its IDMP settings are left as they are", runs)
+
+    async def claim(self, input: ClaimInput) -> bool:
+        """``XADD IDMP <job> <slot>``; a duplicate's first entry tells whose slot it is."""
+        runs = self.keys(input.job)[0]
+        reply = await self.evalsha(
+            _lua.IDMP_CLAIM,
+            runs,
+            input.job,
+            int(input.slot),
+            input.token,
+            input.instance_id,
+            self.settings.duration_sec,
+            self.settings.max_size,
+        )
+        return int(reply) == 1
+
+
+def _command_known(reply: Any) -> bool:
+    """True if a ``COMMAND INFO <name>`` reply describes a command (``[nil]`` if unknown)."""
+    if reply is None:
+        return False
+    if isinstance(reply, dict):
+        return any(v for v in reply.values())
+    if isinstance(reply, (list, tuple)):
+        return any(item is not None and item != [] for item in reply)
+    return bool(reply)
