@@ -22,6 +22,7 @@ from typing import ClassVar
 import pytest
 
 from anarchon.backend import Backend
+from anarchon.errors import UnsupportedError
 from anarchon.testing._support import ContractBase, new_job, new_token, wall_ms
 from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
 
@@ -91,7 +92,8 @@ class BackendContract(ContractBase):
         """Backends for the multi-thread race, one per thread, all on ``backend``'s store.
 
         Default: ``backend`` itself for every thread when :attr:`thread_safe`,
-        else None (the test is skipped). Override to return new clients of the
+        else None, which fails the race test: a backend must show it is safe
+        across event loops (as separate processes use it). Override to return new clients of the
         same server (each is initialised and closed in its own thread's loop).
         """
         return [backend] * count if self.thread_safe else None
@@ -164,8 +166,10 @@ class BackendContract(ContractBase):
         """Several threads, each with its own event loop, race for the same slots."""
         threads = self.race_threads
         peers = self.peer_backends(backend, threads)
-        if peers is None:
-            pytest.skip("not thread-safe: set thread_safe = True or override peer_backends()")
+        assert peers is not None, (
+            "the cross-thread race needs backends for several event loops:"
+            " set thread_safe = True or override peer_backends()"
+        )
         assert len(peers) == threads
         claimers = max(self.race_claimers // threads, 2)
         rounds = self.race_rounds
@@ -328,9 +332,24 @@ class BackendContract(ContractBase):
         self.run(backend, body)
 
     def test_history_ttl_drops_old_runs(self, backend: Backend) -> None:
-        """Runs older than ``history_ttl`` are dropped when newer ones are written."""
+        """Runs older than ``history_ttl`` are dropped when newer ones are written.
+
+        A backend that cannot honour ``history_ttl`` must refuse it when the job
+        is added (``check_job`` raises ``ANARCHON_UNSUPPORTED``).
+        """
         if not self.supports_history_ttl:
-            pytest.skip("this backend refuses history_ttl")
+            limits = JobLimits(
+                job=new_job("ttl"),
+                period_ms=60_000,
+                jitter_ms=2_000,
+                max_late_ms=60_000,
+                history_size=1000,
+                history_ttl_ms=3_600_000,
+            )
+            with pytest.raises(UnsupportedError) as refused:
+                backend.check_job(limits)
+            assert refused.value.code == "ANARCHON_UNSUPPORTED"
+            return
         ttl = self.history_ttl_ms
 
         async def body(b: Backend) -> None:
