@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from redis_servers import Server, start_server
+from redis_servers import Cluster, Server, start_cluster, start_server
 
 
 def _start(kind: str) -> Server:
@@ -74,3 +74,16 @@ def server(request: pytest.FixtureRequest) -> Server:
 def prefix() -> str:
     """A key prefix no other test uses."""
     return f"t{uuid.uuid4().hex[:10]}:"
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[Cluster]:
+    """A real 3-node Redis Cluster (Debian's redis-server, no replicas) for the session."""
+    try:
+        cluster = start_cluster(3)
+    except RuntimeError as error:
+        pytest.fail(f"cannot start a Redis Cluster: {error}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

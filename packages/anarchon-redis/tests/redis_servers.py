@@ -20,7 +20,15 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["KINDS", "Server", "find_server", "free_port", "start_server"]
+__all__ = [
+    "KINDS",
+    "Cluster",
+    "Server",
+    "find_server",
+    "free_port",
+    "start_cluster",
+    "start_server",
+]
 
 INSTALL_HINT = "install it with: bash scripts/install-redis.sh"
 
@@ -204,6 +212,101 @@ def start_server(
             last_error = error
     shutil.rmtree(root, ignore_errors=True)
     raise RuntimeError(f"could not start {kind}-server: {last_error}")
+
+
+@dataclass
+class Cluster:
+    """A Redis Cluster of primaries without replicas, on 127.0.0.1."""
+
+    nodes: list[Server]
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port of the first node>/0``."""
+        return self.nodes[0].redis_url
+
+    @property
+    def ports(self) -> list[int]:
+        """The nodes' ports."""
+        return [node.port for node in self.nodes]
+
+    def stop(self) -> None:
+        """Stop every node and delete its files."""
+        for node in self.nodes:
+            node.stop()
+
+
+def _cluster_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"CLUSTER INFO\r\n")
+            data = b""
+            deadline = time.monotonic() + 1
+            while b"cluster_known_nodes" not in data and time.monotonic() < deadline:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return b"cluster_state:ok" in data
+    except OSError:
+        return False
+
+
+def start_cluster(size: int = 3, kind: str = "redis", timeout: float = 30.0) -> Cluster:
+    """Start ``size`` primaries with ``--cluster-enabled yes`` and join them.
+
+    ``redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes``
+    spreads the 16384 hash slots; this waits until every node reports
+    ``cluster_state:ok``.
+    """
+    nodes: list[Server] = []
+    try:
+        for _ in range(size):
+            nodes.append(
+                start_server(
+                    kind,
+                    extra=[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "5000",
+                    ],
+                )
+            )
+        cli = os.path.join(os.path.dirname(nodes[0].binary), "redis-cli")
+        if not os.path.exists(cli):
+            cli = shutil.which("redis-cli") or "redis-cli"
+        created = subprocess.run(
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{n.port}" for n in nodes),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if created.returncode != 0:
+            raise RuntimeError(
+                f"redis-cli --cluster create failed:\n{created.stdout}{created.stderr}"
+            )
+        deadline = time.monotonic() + timeout
+        while not all(_cluster_ok(n.port) for n in nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the cluster did not become ok within {timeout} s")
+            time.sleep(0.1)
+        return Cluster(nodes)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
 
 
 if __name__ == "__main__":  # manual use: print URLs and keep the servers until Enter

@@ -9,13 +9,15 @@ prefix, with its own client opened in the test's event loop.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
+import redis.asyncio
 from anarchon.backend import Backend
 from anarchon.testing import BackendContract, LeaseContract
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
-from redis_servers import Server
+from redis_servers import Cluster, Server
 
 
 def _backend(server: Server, strategy: str, prefix: str) -> RedisBackendBase:
@@ -83,3 +85,37 @@ class TestRedis86Idmp(_Base):
 
     kind = "redis86"
     strategy = "idmp"
+
+
+class _ClusterBase(BackendContract):
+    """A real 3-node Redis Cluster through ``redis.asyncio.RedisCluster`` (a client we pass in)."""
+
+    strategy = "lease"
+
+    def _client(self, cluster: Cluster) -> Any:
+        return redis.asyncio.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+
+    def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
+        """A new cluster client per thread, same prefix."""
+        assert isinstance(backend, RedisBackendBase)
+        return [
+            RedisBackend(self._client(self.cluster), strategy=self.strategy, prefix=backend.prefix)
+            for _ in range(count)
+        ]
+
+    @pytest.fixture
+    def backend(self, request: pytest.FixtureRequest) -> Backend:
+        self.cluster: Cluster = request.getfixturevalue("redis_cluster")
+        return RedisBackend(
+            self._client(self.cluster), strategy=self.strategy, prefix=f"c{uuid.uuid4().hex[:10]}:"
+        )
+
+
+class TestClusterLease(_ClusterBase, LeaseContract):
+    """Redis Cluster, ``lease``: both suites."""
+
+
+class TestClusterScript(_ClusterBase):
+    """Redis Cluster, ``script``: the backend suite."""
+
+    strategy = "script"

@@ -242,12 +242,29 @@ class Connection:
             self._raise(error)
             raise
 
+    @property
+    def cluster(self) -> bool:
+        """True for a Redis Cluster client (``RedisCluster``, ``ValkeyCluster``)."""
+        return callable(getattr(self.client, "get_primaries", None))
+
     async def load_scripts(self, scripts: Iterable[LuaScript]) -> None:
-        """``SCRIPT LOAD`` each script (one round trip) and check the SHA1s the server gives."""
+        """``SCRIPT LOAD`` each script and check the SHA1s the server gives.
+
+        One round trip on a single server; on a cluster client each ``SCRIPT
+        LOAD`` goes to every primary (the driver routes it so).
+        """
         wanted = list(scripts)
         if not wanted:
             return
-        replies = await self.pipeline([("SCRIPT", "LOAD", s.source) for s in wanted])
+        if self.cluster:
+            replies: list[Any] = []
+            for script in wanted:
+                try:
+                    replies.append(await self.client.script_load(script.source))
+                except Exception as error:
+                    replies.append(error)
+        else:
+            replies = await self.pipeline([("SCRIPT", "LOAD", s.source) for s in wanted])
         for script, reply in zip(wanted, replies, strict=True):
             if isinstance(reply, Exception):
                 self._raise(reply)

@@ -74,7 +74,20 @@ def _version(raw: str) -> tuple[int, ...]:
 
 
 def _info(reply: Any) -> dict[str, str]:
-    """``INFO`` as a dict (redis-py parses it; a raw client returns the text)."""
+    """``INFO`` as a dict (redis-py parses it; a raw client returns the text).
+
+    A cluster client answers per node (``{node: info}``): the first node's is used.
+    """
+    if (
+        isinstance(reply, Mapping)
+        and reply
+        and all(isinstance(v, (Mapping, str, bytes)) for v in reply.values())
+    ):
+        first = next(iter(reply.values()))
+        if isinstance(first, (Mapping, str, bytes)) and not any(
+            text(k) in ("redis_version", "valkey_version") for k in reply
+        ):
+            return _info(first)
     if isinstance(reply, Mapping):
         return {text(k): text(v) for k, v in reply.items()}
     found = {}
