@@ -34,7 +34,7 @@ def _line(out: str, text: str) -> None:
 
 
 def _backend(kind: str, url: str, strategy: str = "lease") -> RedisBackendBase:
-    cls = RedisBackend if kind == "redis" else ValkeyBackend
+    cls = ValkeyBackend if kind == "valkey" else RedisBackend
     return cls(url, strategy=strategy)
 
 

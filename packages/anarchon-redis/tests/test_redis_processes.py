@@ -1,7 +1,8 @@
 """Separate OS processes on real servers: exactly once per slot, ``kill -9`` takeover, server restart.
 
-- 8 processes x (Redis, Valkey) x (lease, stream-id): a 200 ms job for at
-  least 20 s; every slot of the common window ran exactly once.
+- 8 processes x (Redis, Valkey) x (lease, stream-id), plus ``idmp`` on Redis
+  8.6 and ``script`` on Valkey: a 200 ms job for at least 20 s; every slot of
+  the common window ran exactly once.
 - ``kill -9`` of the runner: a backup process takes over as attempt 2 within
   lease + heartbeat, and history records both attempts.
 - redis-server (``appendonly yes``, ``appendfsync always``) is killed and
@@ -106,15 +107,21 @@ WINDOW_S = 20.0
 
 @pytest.mark.slow
 def test_eight_processes_each_slot_exactly_once(
-    redis_server: Server, valkey_server: Server, tmp_path: Path
+    redis_server: Server, redis86_server: Server, valkey_server: Server, tmp_path: Path
 ) -> None:
-    """8 processes each run 4 schedulers (Redis/Valkey x lease/stream-id) for >= 20 s."""
+    """8 processes each run 6 schedulers for >= 20 s, one per (server, strategy) below.
+
+    Redis 7 and Valkey with ``lease`` and ``stream-id``; Redis 8.6 with
+    ``idmp``; Valkey with ``script``.
+    """
     suffix = uuid.uuid4().hex[:8]
     combos = {
         f"{kind}-{strategy}": (kind, strategy, server)
         for kind, server in (("redis", redis_server), ("valkey", valkey_server))
         for strategy in ("lease", "stream-id")
     }
+    combos["redis86-idmp"] = ("redis86", "idmp", redis86_server)
+    combos["valkey-script"] = ("valkey", "script", valkey_server)
     specs = [
         f"{label}|{kind}|{strategy}|{server.url}|fleet-{label}-{suffix}|3s|1s"
         for label, (kind, strategy, server) in combos.items()
@@ -147,7 +154,7 @@ def test_eight_processes_each_slot_exactly_once(
         instances = {i for slot, _a, i in runs if window[0] <= slot <= window[-1]}
         assert len(instances) >= 2, f"{label}: one process won everything"
 
-        cls = RedisBackend if kind == "redis" else ValkeyBackend
+        cls = ValkeyBackend if kind == "valkey" else RedisBackend
         records = _history(cls(server.url, strategy=strategy), f"fleet-{label}-{suffix}", 2000)
         in_window = [r for r in records if window[0] <= r.slot <= window[-1]]
         per_slot = Counter(r.slot for r in in_window)
