@@ -32,7 +32,9 @@ from anarchon.errors import BackendUnavailableError, InvalidConfigError
 __all__ = [
     "Connection",
     "Driver",
+    "GlideAdapter",
     "LuaScript",
+    "is_error_reply",
     "is_noscript",
     "text",
 ]
@@ -67,7 +69,58 @@ def text(value: Any) -> str:
 
 def is_noscript(error: BaseException) -> bool:
     """True for the server's ``NOSCRIPT`` reply (redis-py and valkey-py strip the code)."""
-    return type(error).__name__ == "NoScriptError" or str(error).startswith("NOSCRIPT")
+    return (
+        type(error).__name__ == "NoScriptError"
+        or str(error).startswith("NOSCRIPT")
+        or "NoScriptError" in str(error)  # Valkey GLIDE's RequestError
+    )
+
+
+def is_error_reply(error: BaseException) -> bool:
+    """True for an error reply of the server (not a connection failure)."""
+    return type(error).__name__ in ("ResponseError", "RequestError")
+
+
+def _glide_arg(value: Any) -> str | bytes:
+    if isinstance(value, (str, bytes)):
+        return value
+    return str(value)
+
+
+def _glide_entries(reply: Any) -> Any:
+    """GLIDE's ``{id: [[field, value], ...]}`` stream reply as ``[[id, [field, value, ...]], ...]``."""
+    if not isinstance(reply, Mapping):
+        return reply
+    return [[entry_id, [x for pair in fields for x in pair]] for entry_id, fields in reply.items()]
+
+
+class GlideAdapter:
+    """``execute_command(*args)`` over a Valkey GLIDE client (``custom_command([...])``).
+
+    Stream replies are given the shape redis-py uses; ``SCRIPT LOAD`` goes to
+    every primary of a ``GlideClusterClient``.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.cluster = type(client).__name__ == "GlideClusterClient"
+
+    async def execute_command(self, *args: Any) -> Any:
+        """Send one command with ``custom_command``."""
+        command = [_glide_arg(a) for a in args]
+        name = str(args[0]).upper() if args else ""
+        if self.cluster and name == "SCRIPT" and str(args[1]).upper() == "LOAD":
+            from glide import AllPrimaries
+
+            reply = await self.client.custom_command(command, AllPrimaries())
+            if isinstance(reply, Mapping):
+                shas = {text(v) for v in reply.values()}
+                return shas.pop() if len(shas) == 1 else reply
+            return reply
+        reply = await self.client.custom_command(command)
+        if name in ("XRANGE", "XREVRANGE"):
+            return _glide_entries(reply)
+        return reply
 
 
 def _driver_errors() -> tuple[type[BaseException], ...]:
@@ -78,6 +131,12 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
         if loaded is not None:
             found.append(loaded.ConnectionError)
             found.append(loaded.TimeoutError)
+    glide = sys.modules.get("glide")
+    if glide is not None:
+        for name in ("ClosingError", "ConnectionError", "TimeoutError"):
+            error = getattr(glide, name, None)
+            if isinstance(error, type) and issubclass(error, BaseException):
+                found.append(error)
     return tuple(found)
 
 
@@ -85,7 +144,10 @@ def _is_transient_reply(error: BaseException) -> bool:
     name = type(error).__name__
     if name in _TRANSIENT_CLASSES:
         return True
-    return name == "ResponseError" and str(error).startswith(_TRANSIENT_REPLIES)
+    message = str(error)
+    if name == "RequestError":  # GLIDE: "An error was signalled by the server: - LOADING: ..."
+        message = message.rpartition("- ")[2]
+    return is_error_reply(error) and message.startswith(_TRANSIENT_REPLIES)
 
 
 class Driver:
@@ -187,10 +249,18 @@ class Connection:
     """
 
     def __init__(self, client: Any, *, owned: bool, where: str) -> None:
+        if getattr(client, "execute_command", None) is None and callable(
+            getattr(client, "custom_command", None)
+        ):
+            self.glide: Any = client
+            client = GlideAdapter(client)
+        else:
+            self.glide = None
         execute = getattr(client, "execute_command", None)
         if execute is None or not callable(execute):
             raise InvalidConfigError(
-                f"{type(client).__name__} is not a Redis client: it has no execute_command()"
+                f"{type(client).__name__} is not a Redis client: it has no async"
+                " execute_command(*args) (nor custom_command, as Valkey GLIDE clients)"
             )
         if not inspect.iscoroutinefunction(execute):
             raise InvalidConfigError(
@@ -244,7 +314,7 @@ class Connection:
 
     @property
     def cluster(self) -> bool:
-        """True for a Redis Cluster client (``RedisCluster``, ``ValkeyCluster``)."""
+        """True for a redis-py/valkey-py cluster client (``RedisCluster``, ``ValkeyCluster``)."""
         return callable(getattr(self.client, "get_primaries", None))
 
     async def load_scripts(self, scripts: Iterable[LuaScript]) -> None:
@@ -306,6 +376,9 @@ class Connection:
 
     async def close(self) -> None:
         """Close the client (only called for clients the backend opened)."""
+        if self.glide is not None:
+            await self.glide.close()
+            return
         closer = getattr(self.client, "aclose", None) or getattr(self.client, "close", None)
         if closer is None:
             return

@@ -32,7 +32,7 @@ from anarchon.history import build_history
 from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
 
 from anarchon_redis import _lua
-from anarchon_redis._client import Connection, LuaScript, is_noscript, text
+from anarchon_redis._client import Connection, LuaScript, is_error_reply, is_noscript, text
 from anarchon_redis._runtime import (
     Runtime,
     claim_records,
@@ -197,10 +197,18 @@ class IdmpRuntime(DedupeRuntime):
     async def check_server(self, conn: Connection, server: str, version: tuple[int, ...]) -> None:
         """Refuse a server without idempotent ``XADD`` (``COMMAND INFO XCFGSET`` is empty)."""
         try:
-            reply = await conn.execute("COMMAND", "INFO", "XCFGSET")
-        except TypeError:  # redis-py and valkey-py cannot parse the ``[nil]`` of an unknown one
-            reply = None
-        if _command_known(reply):
+            known = _command_known(await conn.execute("COMMAND", "INFO", "XCFGSET"))
+        except (TypeError, SystemError):
+            # The client cannot parse the reply (redis-py: the ``[nil]`` of an unknown
+            # command; GLIDE: Redis 8's maps): ask COMMAND GETKEYS, which fails if unknown.
+            try:
+                await conn.execute("COMMAND", "GETKEYS", "XCFGSET", "k", "IDMP-DURATION", "1")
+                known = True
+            except Exception as error:
+                if not is_error_reply(error):
+                    raise
+                known = False
+        if known:
             return
         others = ", ".join(n for n in STRATEGIES if n != "idmp")
         shown = ".".join(str(v) for v in version)

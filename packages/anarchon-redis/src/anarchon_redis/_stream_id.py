@@ -24,7 +24,7 @@ from anarchon.history import build_history
 from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
 
 from anarchon_redis import _lua
-from anarchon_redis._client import is_noscript, text
+from anarchon_redis._client import is_error_reply, is_noscript, text
 from anarchon_redis._runtime import (
     Runtime,
     claim_records,
@@ -42,7 +42,7 @@ HISTORY_SLACK = 8
 
 def _is_stale_id(error: BaseException) -> bool:
     """The server's answer to an ``XADD`` ID at or below the stream's top."""
-    return type(error).__name__ == "ResponseError" and "equal or smaller" in str(error)
+    return is_error_reply(error) and "equal or smaller" in str(error)
 
 
 class StreamIdRuntime(Runtime):
