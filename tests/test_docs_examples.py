@@ -1,4 +1,7 @@
-"""Every Python example in README.md and docs/ runs (each in a fresh interpreter)."""
+"""Every Python example in README.md and docs/ runs (each in a fresh interpreter).
+
+Examples that build backends need no server: a backend connects on ``start()``.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +14,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
-# Every page's examples run; examples that build backends do not connect
-# (a backend connects on start()), so they need no server.
-SERVER_PAGES: set[str] = set()
 
 
 def _examples() -> list[tuple[str, str]]:
@@ -21,8 +21,6 @@ def _examples() -> list[tuple[str, str]]:
     found = []
     for page in pages:
         name = page.relative_to(ROOT / "docs").as_posix() if page.parent != ROOT else page.name
-        if name in SERVER_PAGES:
-            continue
         for number, match in enumerate(FENCE.finditer(page.read_text()), start=1):
             found.append((f"{name}#{number}", match.group(1)))
     return found
