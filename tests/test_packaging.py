@@ -120,6 +120,16 @@ def test_core_alone_names_the_extra_for_each_scheme(dist: Path, tmp_path: Path) 
         check=True,
     )
     assert len(json.loads(cli.stdout)) == 2
+    demo = subprocess.run(
+        [str(python.parent / "anarchon"), "demo", "--seconds", "2.5"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert 'pip install "anarchon[sqlite]"' in demo.stdout
+    assert "OK: every slot ran exactly once" in demo.stdout
 
 
 @pytest.mark.parametrize("extra", sorted(PRESENT))

@@ -60,10 +60,20 @@ def test_backends_lists_memory() -> None:
     assert memory["distribution"] == "anarchon"
 
 
-def test_demo_proves_each_slot_ran_once() -> None:
+def test_demo_processes_share_sqlite_and_each_slot_runs_once() -> None:
     result = run("demo", "--instances", "3", "--seconds", "3.5")
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 processes share sqlite:///" in result.stdout
+    pids = {line.split("(pid ")[1] for line in result.stdout.splitlines() if "(pid " in line}
+    assert len(pids) >= 1
     assert "duplicates=0, missing=0" in result.stdout
+    assert "OK: every slot ran exactly once" in result.stdout
+
+
+def test_demo_on_memory_runs_in_one_process() -> None:
+    result = run("demo", "--instances", "2", "--seconds", "2.5", "--backend", "memory://")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "in one process share memory://" in result.stdout
     assert "OK: every slot ran exactly once" in result.stdout
 
 

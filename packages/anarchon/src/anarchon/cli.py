@@ -8,7 +8,6 @@ import importlib
 import json
 import signal
 import sys
-from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -198,56 +197,17 @@ async def _run_app(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    from anarchon.context import RunContext
-    from anarchon.memory import MemoryBackend
-    from anarchon.registry import resolve_backend
-    from anarchon.scheduler import Scheduler
+    from anarchon.demo import run_demo
 
-    if args.backend:
-        backend = resolve_backend(args.backend)
-        where = args.backend
-    else:
-        backend = MemoryBackend()
-        where = "one in-process MemoryBackend"
-        print(
-            "anarchon demo: instances share "
-            + where
-            + " (separate processes need a shared store, e.g. --backend sqlite:///demo.db"
-            + ' with pip install "anarchon[sqlite]")'
-        )
-    ran: list[tuple[int, str]] = []
+    if args.instances < 1 or args.seconds <= 0:
+        raise _UsageError("--instances must be >= 1 and --seconds > 0")
+    return await run_demo(args.instances, args.seconds, args.backend)
 
-    def tick(ctx: RunContext) -> None:
-        ran.append((ctx.slot, ctx.instance_id))
-        print(f"  slot {_iso(ctx.slot)}  ran on {ctx.instance_id}", flush=True)
 
-    schedulers = [Scheduler(backend, instance_id=f"demo-{n + 1}") for n in range(args.instances)]
-    for scheduler in schedulers:
-        scheduler.every("demo-tick", "1s", tick, jitter="300ms")
-    print(
-        f"{args.instances} instances declare job 'demo-tick' every 1s; running {args.seconds}s ..."
-    )
-    for scheduler in schedulers:
-        await scheduler.start()
-    try:
-        await asyncio.sleep(args.seconds)
-    finally:
-        for scheduler in schedulers:
-            await scheduler.stop()
-    counts = Counter(slot for slot, _ in ran)
-    doubles = [s for s, c in counts.items() if c > 1]
-    ordered = sorted(counts)
-    missing = (len(range(ordered[0], ordered[-1] + 1, 1000)) - len(ordered)) if ordered else 0
-    winners = Counter(instance for _, instance in ran)
-    print(
-        f"summary: {len(counts)} slots, {len(ran)} runs, duplicates={len(doubles)}, missing={missing};"
-        f" runs per instance: {dict(sorted(winners.items()))}"
-    )
-    if doubles or missing:
-        print("FAIL: a slot ran twice or was skipped")
-        return EXIT_RUNTIME
-    print("OK: every slot ran exactly once")
-    return EXIT_OK
+async def _demo_worker(args: argparse.Namespace) -> int:
+    from anarchon.demo import run_worker
+
+    return await run_worker(args.backend, args.instance, args.until_ms)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -258,7 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="several instances share one job; each slot runs once")
     demo.add_argument("--instances", type=int, default=3)
     demo.add_argument("--seconds", type=float, default=10.0)
-    demo.add_argument("--backend", default=None, help="backend URL (default: in-process memory)")
+    demo.add_argument(
+        "--backend", default=None, help="backend URL (default: a temporary SQLite file)"
+    )
+
+    worker = sub.add_parser("demo-worker", help=argparse.SUPPRESS)
+    worker.add_argument("--backend", required=True)
+    worker.add_argument("--instance", required=True)
+    worker.add_argument("--until-ms", type=int, required=True)
 
     nxt = sub.add_parser("next", help="preview the next slots of a cron expression or interval")
     nxt.add_argument("expression")
@@ -293,9 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_next(args)
         if args.command == "backends":
             return cmd_backends(args)
-        runner = {"demo": _demo, "history": _history, "active": _active, "run": _run_app}[
-            args.command
-        ]
+        runner = {
+            "demo": _demo,
+            "demo-worker": _demo_worker,
+            "history": _history,
+            "active": _active,
+            "run": _run_app,
+        }[args.command]
         return asyncio.run(runner(args))
     except _UsageError as error:
         print(f"anarchon: error: {error}", file=sys.stderr)
