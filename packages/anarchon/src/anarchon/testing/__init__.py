@@ -19,6 +19,15 @@ it is built. Tests use unique job names, so a shared server needs no cleanup.
 from __future__ import annotations
 
 from anarchon.testing.contract import BackendContract
+from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, start_fleet
 from anarchon.testing.lease_contract import LeaseContract
 
-__all__ = ["BackendContract", "LeaseContract"]
+__all__ = [
+    "BackendContract",
+    "Fleet",
+    "FleetResult",
+    "FleetRun",
+    "LeaseContract",
+    "run_fleet",
+    "start_fleet",
+]

@@ -1,0 +1,647 @@
+"""A multi-process exactly-once test for any backend: a "fleet" of scheduler processes.
+
+:func:`run_fleet` starts ``processes`` separate OS processes (8 by default),
+each running one :class:`~anarchon.Scheduler` on the same store with one
+interval job (200 ms, jitter 50 ms), all until the same wall time. Once they
+have exited it reads what each process recorded and checks that every slot of
+the window in which *all* of them were running ran exactly once: none twice,
+none missed, every run a first attempt, more than one process winning (so the
+race was exercised) and, given a ``reader`` backend, that the store's history
+has exactly the same runs::
+
+    from anarchon.testing.fleet import run_fleet
+
+    def test_fleet(tmp_path):
+        run_fleet("my://localhost/db", tmp_path=tmp_path, reader="my://localhost/db")
+
+``run_fleet`` is synchronous (it blocks for about ``startup_s + window_s``
+seconds); call it from a plain test function, not from a running event loop.
+It needs no pytest: a failed check raises :class:`AssertionError` listing the
+duplicated and missed slots.
+
+The backend is given as a URL (resolved in each process through the
+``anarchon.backends`` entry points) or, for a backend that needs constructor
+options, as a factory ``"module:function"`` called with ``factory_args``
+keywords that returns a :class:`~anarchon.Backend`. The factory's module must
+be importable in the child processes: the parent's ``sys.path`` is passed on.
+
+Each process is the worker of this module::
+
+    python -m anarchon.testing.fleet worker (--backend URL | --factory MOD:FUNC)
+        --instance ID --job NAME --until-ms T --out PATH [--every 200ms]
+        [--jitter 50ms] [--handler-ms 0] [--factory-arg KEY=VALUE ...]
+        [--scheduler-option KEY=VALUE ...] [--job-option KEY=VALUE ...]
+        [--log-level WARNING]
+
+It appends to ``PATH`` ``start <store_ms>`` once its scheduler runs,
+``run <slot> <attempt> <instance>`` from each run's handler and
+``stop <store_ms>`` when wall time reaches ``T`` (ms since the epoch), then
+stops its scheduler. Option values are JSON when they parse as JSON
+(``true``, ``2``) and strings otherwise (``5s``). Its log goes to stderr.
+
+For other checks (a server restart while the fleet runs, a custom handler
+duration), :func:`start_fleet` returns the running :class:`Fleet`; its
+:meth:`Fleet.wait` gives the :class:`FleetResult` to inspect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from anarchon.backend import Backend
+from anarchon.context import RunContext
+from anarchon.registry import resolve_backend
+from anarchon.scheduler import Scheduler
+from anarchon.types import RunRecord
+
+__all__ = ["Fleet", "FleetResult", "FleetRun", "parse_records", "run_fleet", "start_fleet"]
+
+EDGE_SLOTS = 3
+"""Slots left out at each end of the common window (processes starting or stopping)."""
+
+STDERR_TAIL = 3000
+"""How much of a failed process's stderr an assertion message shows."""
+
+_WORKER = "import sys; from anarchon.testing.fleet import main; sys.exit(main())"
+"""How the harness starts a worker: like ``python -m anarchon.testing.fleet`` but without
+runpy's warning about a module that its package already imported."""
+
+
+# Records -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """One run a process recorded: ``run <slot> <attempt> <instance>``."""
+
+    slot: int
+    attempt: int
+    instance: str
+
+
+@dataclass
+class FleetResult:
+    """What the processes of one fleet recorded, and the checks on it.
+
+    ``starts`` and ``stops`` hold one store time (ms) per process that got that
+    far; ``runs`` every run of every process; ``history`` the store's records
+    of the job when a reader was given (else ``None``).
+    """
+
+    job: str
+    processes: int
+    every_ms: int
+    window_s: float
+    starts: list[int] = field(default_factory=list)
+    stops: list[int] = field(default_factory=list)
+    runs: list[FleetRun] = field(default_factory=list)
+    returncodes: list[int | None] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    history: list[RunRecord] | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def window(self) -> list[int]:
+        """The slots due while every process was running, ``EDGE_SLOTS`` in from each end.
+
+        Empty when not every process wrote its ``start`` and ``stop`` lines.
+        """
+        if not self.starts or not self.stops:
+            return []
+        first = (max(self.starts) // self.every_ms + EDGE_SLOTS) * self.every_ms
+        last = (min(self.stops) // self.every_ms - EDGE_SLOTS) * self.every_ms
+        return list(range(first, last + 1, self.every_ms))
+
+    @property
+    def common_s(self) -> float:
+        """How long the window is, in seconds (first to last slot)."""
+        window = self.window
+        return (window[-1] - window[0]) / 1000 if len(window) > 1 else 0.0
+
+    def ran(self) -> Counter[int]:
+        """How many times each slot of the window ran, from the processes' records."""
+        window = self.window
+        if not window:
+            return Counter()
+        return Counter(r.slot for r in self.runs if window[0] <= r.slot <= window[-1])
+
+    def duplicates(self) -> dict[int, int]:
+        """Slots of the window that ran more than once, with their count."""
+        return {slot: n for slot, n in sorted(self.ran().items()) if n > 1}
+
+    def missed(self) -> list[int]:
+        """Slots of the window that never ran."""
+        ran = self.ran()
+        return [slot for slot in self.window if ran[slot] == 0]
+
+    def problems(self, *, min_window_s: float | None = None, min_instances: int = 2) -> list[str]:
+        """Every failed check, as messages (empty when the fleet ran each slot exactly once).
+
+        ``min_window_s`` is how long all processes must have run together
+        (default: the fleet's ``window_s``); ``min_instances`` how many
+        processes must have won slots of the window (capped at ``processes``).
+        """
+        failed = [
+            f"process {i} exited with {code}:\n{self.stderr[i][-STDERR_TAIL:]}"
+            for i, code in enumerate(self.returncodes)
+            if code != 0
+        ]
+        if failed:
+            return failed  # the records of a crashed fleet say nothing more
+        problems: list[str] = []
+        for what, seen in (("start", self.starts), ("stop", self.stops)):
+            if len(seen) != self.processes:
+                problems.append(f"{len(seen)} of {self.processes} processes wrote {what!r}")
+        if problems:
+            return problems
+        needed = self.window_s if min_window_s is None else min_window_s
+        if self.common_s < needed:
+            spread = (max(self.starts) - min(self.starts)) / 1000
+            problems.append(
+                f"processes ran together for only {self.common_s:.1f} s (< {needed:.1f} s);"
+                f" their starts spread over {spread:.1f} s: raise startup_s"
+            )
+        window = self.window
+        duplicates = self.duplicates()
+        if duplicates:
+            problems.append(
+                f"{len(duplicates)} slots ran more than once: "
+                + ", ".join(f"{slot} x{n}" for slot, n in list(duplicates.items())[:20])
+            )
+        missed = self.missed()
+        if missed:
+            problems.append(f"{len(missed)} of {len(window)} slots never ran: {missed[:20]}")
+        retried = [r for r in self.runs if r.attempt != 1]
+        if retried:
+            problems.append(f"{len(retried)} runs were not a first attempt: {retried[:10]}")
+        if window:
+            instances = {r.instance for r in self.runs if window[0] <= r.slot <= window[-1]}
+            wanted = min(min_instances, self.processes)
+            if len(instances) < wanted:
+                problems.append(
+                    f"only {sorted(instances)} won slots of the window: the race was not exercised"
+                )
+        if self.history is not None and window:
+            problems.extend(self._history_problems(window))
+        return problems
+
+    def _history_problems(self, window: list[int]) -> list[str]:
+        assert self.history is not None
+        problems: list[str] = []
+        in_window = [r for r in self.history if window[0] <= r.slot <= window[-1]]
+        per_slot = Counter(r.slot for r in in_window)
+        absent = [slot for slot in window if per_slot[slot] == 0]
+        if absent:
+            problems.append(f"history lacks {len(absent)} slots of the window: {absent[:20]}")
+        twice = {slot: n for slot, n in sorted(per_slot.items()) if n > 1}
+        if twice:
+            problems.append(f"history has {len(twice)} slots more than once: {twice}")
+        stray = sorted(set(per_slot) - set(window))
+        if stray:
+            problems.append(f"history has slots not on the schedule: {stray[:20]}")
+        statuses = Counter(r.status for r in in_window)
+        if set(statuses) - {"ok"}:
+            problems.append(f"history has runs that did not end ok: {dict(statuses)}")
+        winner = {r.slot: r.instance for r in self.runs}
+        differ = [
+            (r.slot, r.instance_id, winner.get(r.slot))
+            for r in in_window
+            if r.instance_id != winner.get(r.slot)
+        ]
+        if differ:
+            problems.append(
+                f"history names another instance than the one that ran"
+                f" (slot, history, run): {differ[:10]}"
+            )
+        return problems
+
+    def assert_exactly_once(
+        self, *, min_window_s: float | None = None, min_instances: int = 2
+    ) -> None:
+        """Raise :class:`AssertionError` listing every failed check of :meth:`problems`."""
+        problems = self.problems(min_window_s=min_window_s, min_instances=min_instances)
+        if problems:
+            raise AssertionError(
+                f"fleet {self.job!r} ({self.processes} processes, every {self.every_ms} ms):\n- "
+                + "\n- ".join(problems)
+            )
+
+    def summary(self) -> str:
+        """One line: processes, window, runs and winners."""
+        window = set(self.window)
+        winners = Counter(r.instance for r in self.runs if r.slot in window)
+        return (
+            f"{self.processes} processes, {len(window)} slots in {self.common_s:.1f} s,"
+            f" {len(self.runs)} runs, wins per instance {dict(sorted(winners.items()))},"
+            f" {self.elapsed_s:.1f} s in all"
+        )
+
+
+def parse_records(paths: Sequence[Path | str], result: FleetResult) -> FleetResult:
+    """Add the ``start``/``run``/``stop`` lines of the worker files ``paths`` to ``result``.
+
+    A missing file adds nothing (its process never started). Raises
+    :class:`ValueError` for a line that is not one of the three.
+    """
+    for path in map(Path, paths):
+        if not path.exists():
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            try:
+                if fields[0] == "start" and len(fields) == 2:
+                    result.starts.append(int(fields[1]))
+                    continue
+                if fields[0] == "stop" and len(fields) == 2:
+                    result.stops.append(int(fields[1]))
+                    continue
+                if fields[0] == "run" and len(fields) == 4:
+                    result.runs.append(FleetRun(int(fields[1]), int(fields[2]), fields[3]))
+                    continue
+            except ValueError:
+                pass
+            raise ValueError(f"{path}:{number}: not a fleet record: {line!r}")
+    return result
+
+
+# Processes -----------------------------------------------------------------------
+
+
+def _options(flag: str, options: Mapping[str, object] | None) -> list[str]:
+    args: list[str] = []
+    for key, value in (options or {}).items():
+        args += [flag, f"{key}={json.dumps(value) if not isinstance(value, str) else value}"]
+    return args
+
+
+class Fleet:
+    """Running fleet processes (see :func:`start_fleet`); a context manager that kills them."""
+
+    def __init__(
+        self,
+        procs: list[subprocess.Popen[bytes]],
+        outs: list[Path],
+        errs: list[Path],
+        *,
+        job: str,
+        every_ms: int,
+        window_s: float,
+        until_ms: int,
+    ) -> None:
+        self.procs = procs
+        self.outs = outs
+        self.errs = errs
+        self.job = job
+        self.every_ms = every_ms
+        self.window_s = window_s
+        self.until_ms = until_ms
+        self._began = time.monotonic()
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.kill()
+
+    def kill(self) -> None:
+        """``SIGKILL`` every process still running and reap it."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def started(self) -> int:
+        """How many processes have written their ``start`` line."""
+        return sum(
+            1
+            for out in self.outs
+            if out.exists()
+            and any(line.startswith("start ") for line in out.read_text().splitlines())
+        )
+
+    def wait_started(self, timeout: float) -> None:
+        """Block until every process runs its scheduler; AssertionError if one exits or time runs out."""
+        deadline = time.monotonic() + timeout
+        while self.started() < len(self.procs):
+            dead = [i for i, p in enumerate(self.procs) if p.poll() is not None]
+            if dead:
+                i = dead[0]
+                raise AssertionError(
+                    f"fleet process {i} exited with {self.procs[i].returncode} before starting:\n"
+                    + self.errs[i].read_text()[-STDERR_TAIL:]
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"only {self.started()} of {len(self.procs)} fleet processes started"
+                    f" within {timeout} s"
+                )
+            time.sleep(0.05)
+
+    def wait(
+        self, timeout: float | None = None, *, reader: Backend | str | None = None
+    ) -> FleetResult:
+        """Wait for the processes (killing any still running after ``timeout`` s) and read them.
+
+        ``timeout`` defaults to 40 s past the fleet's end. With a ``reader``
+        (a backend or URL on the same store) the job's history is read too.
+        """
+        if timeout is None:
+            timeout = max(0.0, self.until_ms / 1000 - time.time()) + 40.0
+        deadline = time.monotonic() + timeout
+        try:
+            for proc in self.procs:
+                try:
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    break
+        finally:
+            self.kill()
+        result = FleetResult(
+            job=self.job,
+            processes=len(self.procs),
+            every_ms=self.every_ms,
+            window_s=self.window_s,
+            returncodes=[p.returncode for p in self.procs],
+            stderr=[e.read_text(errors="replace") if e.exists() else "" for e in self.errs],
+            elapsed_s=time.monotonic() - self._began,
+        )
+        parse_records(self.outs, result)
+        if reader is not None:
+            span_ms = self.until_ms - (min(result.starts) if result.starts else self.until_ms)
+            limit = max(2000, 2 * span_ms // self.every_ms + 100)
+            result.history = read_history(reader, self.job, limit)
+        return result
+
+
+def read_history(reader: Backend | str, job: str, limit: int) -> list[RunRecord]:
+    """``reader.history(job, limit)`` in a fresh event loop, with init and close around it."""
+    backend = resolve_backend(reader)
+
+    async def read() -> list[RunRecord]:
+        await backend.init()
+        try:
+            return await backend.history(job, limit)
+        finally:
+            await backend.close()
+
+    return asyncio.run(read())
+
+
+def start_fleet(
+    backend: str | None = None,
+    *,
+    tmp_path: Path | str,
+    factory: str | None = None,
+    factory_args: Mapping[str, object] | None = None,
+    processes: int = 8,
+    window_s: float = 20.0,
+    startup_s: float = 8.0,
+    every_ms: int = 200,
+    jitter_ms: int = 50,
+    handler_ms: int = 0,
+    job: str | None = None,
+    scheduler_options: Mapping[str, object] | None = None,
+    job_options: Mapping[str, object] | None = None,
+    log_level: str = "WARNING",
+    env: Mapping[str, str] | None = None,
+) -> Fleet:
+    """Start the fleet's processes and return at once; see :func:`run_fleet` for the arguments.
+
+    The processes run until ``startup_s + window_s`` seconds from now plus a
+    margin, so that all of them run together for at least ``window_s`` if they
+    start within ``startup_s``. Each writes ``worker-<i>.txt`` (its records) and
+    ``worker-<i>.err`` (its stderr) in ``tmp_path``; its instance id is ``proc-<i>``.
+    """
+    if (backend is None) == (factory is None):
+        raise ValueError("give either a backend URL or a factory 'module:function'")
+    if processes < 1 or every_ms < 1 or window_s <= 0:
+        raise ValueError("processes, every_ms and window_s must be positive")
+    job = job or f"fleet-{uuid.uuid4().hex[:8]}"
+    tmp = Path(tmp_path)
+    tmp.mkdir(parents=True, exist_ok=True)
+    margin_s = 2.0 + 2 * EDGE_SLOTS * every_ms / 1000
+    until_ms = int((time.time() + startup_s + window_s + margin_s) * 1000)
+    common = [
+        *(["--backend", backend] if backend is not None else ["--factory", str(factory)]),
+        *["--job", job, "--until-ms", str(until_ms)],
+        *["--every", f"{every_ms}ms", "--jitter", f"{jitter_ms}ms"],
+        *["--handler-ms", str(handler_ms), "--log-level", log_level],
+        *_options("--factory-arg", factory_args),
+        *_options("--scheduler-option", scheduler_options),
+        *_options("--job-option", job_options),
+    ]
+    child_env = dict(os.environ if env is None else env)
+    if factory is not None:  # the factory's module may sit next to the tests
+        paths = [p for p in sys.path if p] + [child_env.get("PYTHONPATH", "")]
+        child_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    outs = [tmp / f"worker-{i}.txt" for i in range(processes)]
+    errs = [tmp / f"worker-{i}.err" for i in range(processes)]
+    command = [sys.executable, "-c", _WORKER, "worker"]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, (out, err) in enumerate(zip(outs, errs, strict=True)):
+            out.unlink(missing_ok=True)
+            with open(err, "wb") as stderr:
+                procs.append(
+                    subprocess.Popen(
+                        [*command, "--instance", f"proc-{i}", "--out", str(out), *common],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=stderr,
+                        env=child_env,
+                        start_new_session=True,
+                    )
+                )
+    except BaseException:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        raise
+    return Fleet(
+        procs, outs, errs, job=job, every_ms=every_ms, window_s=window_s, until_ms=until_ms
+    )
+
+
+def run_fleet(
+    backend: str | None = None,
+    *,
+    tmp_path: Path | str,
+    factory: str | None = None,
+    factory_args: Mapping[str, object] | None = None,
+    processes: int = 8,
+    window_s: float = 20.0,
+    startup_s: float = 8.0,
+    every_ms: int = 200,
+    jitter_ms: int = 50,
+    handler_ms: int = 0,
+    job: str | None = None,
+    reader: Backend | str | None = None,
+    scheduler_options: Mapping[str, object] | None = None,
+    job_options: Mapping[str, object] | None = None,
+    log_level: str = "WARNING",
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+) -> FleetResult:
+    """Run ``processes`` schedulers on one store for ``window_s`` together; check exactly once.
+
+    - ``backend``: the store's URL, or ``factory`` (``"module:function"``,
+      called with the keywords ``factory_args``, values JSON-able) for a
+      backend built in code. Each process builds its own.
+    - ``tmp_path``: where the processes' record and stderr files go.
+    - ``every_ms``, ``jitter_ms``: the interval job; ``handler_ms``: how long
+      each run's handler sleeps after recording the run.
+    - ``startup_s``: how long the processes may take to start.
+    - ``job``: the job name (default: a unique ``fleet-<hex>``).
+    - ``reader``: a backend (or URL) on the same store to read the history
+      with; ``None`` skips the history checks.
+    - ``scheduler_options``: keywords of each ``Scheduler`` (``lease``,
+      ``heartbeat``; ``stop_grace`` defaults to 2 s); ``job_options``:
+      keywords of ``every()`` (``overlap``, ``max_attempts``...).
+    - ``log_level``: the workers' log level (their log is in ``FleetResult.stderr``).
+    - ``check``: call :meth:`FleetResult.assert_exactly_once` before returning.
+
+    Processes still running 40 s after the fleet's end are killed (and fail
+    the check). Returns the :class:`FleetResult`.
+    """
+    fleet = start_fleet(
+        backend,
+        tmp_path=tmp_path,
+        factory=factory,
+        factory_args=factory_args,
+        processes=processes,
+        window_s=window_s,
+        startup_s=startup_s,
+        every_ms=every_ms,
+        jitter_ms=jitter_ms,
+        handler_ms=handler_ms,
+        job=job,
+        scheduler_options=scheduler_options,
+        job_options=job_options,
+        log_level=log_level,
+        env=env,
+    )
+    with fleet:
+        result = fleet.wait(reader=reader)
+    if check:
+        result.assert_exactly_once()
+    return result
+
+
+# Worker --------------------------------------------------------------------------
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key, value
+
+
+def _build_backend(args: argparse.Namespace) -> Backend:
+    if args.backend is not None:
+        return resolve_backend(args.backend)
+    module_name, sep, name = args.factory.partition(":")
+    if not sep:
+        raise SystemExit(f"--factory must be module:function, got {args.factory!r}")
+    built = getattr(importlib.import_module(module_name), name)(**dict(args.factory_arg))
+    if not isinstance(built, Backend):
+        raise SystemExit(f"{args.factory} returned {type(built).__name__}, not a Backend")
+    return built
+
+
+def _record(out: str, text: str) -> None:
+    with open(out, "a", buffering=1) as f:
+        f.write(text + "\n")
+
+
+async def _store_ms(backend: Backend) -> int:
+    now = await backend.now_ms()
+    return now if now is not None else time.time_ns() // 1_000_000
+
+
+async def _work(args: argparse.Namespace) -> None:
+    backend = _build_backend(args)
+    options: dict[str, Any] = {"stop_grace": 2, **dict(args.scheduler_option)}
+    scheduler = Scheduler(backend, instance_id=args.instance, **options)
+    out: str = args.out
+    handler_s = args.handler_ms / 1000
+
+    async def handler(ctx: RunContext) -> None:
+        _record(out, f"run {ctx.slot} {ctx.attempt} {ctx.instance_id}")
+        if handler_s:
+            await asyncio.sleep(handler_s)
+
+    scheduler.every(args.job, args.every, handler, jitter=args.jitter, **dict(args.job_option))
+    try:
+        async with scheduler:
+            _record(out, f"start {await _store_ms(backend)}")
+            await asyncio.sleep(max(0.0, args.until_ms / 1000 - time.time()))
+            _record(out, f"stop {await _store_ms(backend)}")
+    finally:
+        await backend.close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m anarchon.testing.fleet",
+        description="One process of an anarchon fleet test (see anarchon.testing.fleet).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    worker = commands.add_parser("worker", help="run one scheduler until --until-ms")
+    where = worker.add_mutually_exclusive_group(required=True)
+    where.add_argument("--backend", help="the store's URL")
+    where.add_argument("--factory", help="module:function returning a Backend")
+    worker.add_argument("--factory-arg", type=_key_value, action="append", default=[])
+    worker.add_argument("--instance", required=True, help="the scheduler's instance_id")
+    worker.add_argument("--job", required=True, help="the job's name")
+    worker.add_argument("--until-ms", type=int, required=True, help="wall time to stop at")
+    worker.add_argument("--out", required=True, help="the file to append records to")
+    worker.add_argument("--every", default="200ms", help="the job's interval")
+    worker.add_argument("--jitter", default="50ms", help="the job's jitter")
+    worker.add_argument("--handler-ms", type=int, default=0, help="how long each run sleeps")
+    worker.add_argument("--scheduler-option", type=_key_value, action="append", default=[])
+    worker.add_argument("--job-option", type=_key_value, action="append", default=[])
+    worker.add_argument("--log-level", default="WARNING")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: ``worker`` runs one fleet process. Returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    asyncio.run(_work(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
