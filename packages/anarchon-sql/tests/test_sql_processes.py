@@ -5,7 +5,6 @@ The fleet tests run ``anarchon.testing.fleet``; the takeover tests run ``sql_wor
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -16,8 +15,7 @@ from pathlib import Path
 
 import pytest
 from anarchon.backend import Backend
-from anarchon.testing.fleet import run_fleet
-from anarchon.types import RunRecord
+from anarchon.testing.fleet import read_history, run_fleet
 from anarchon_sql import PostgresBackend, SqliteBackend
 
 WORKER = str(Path(__file__).with_name("sql_worker.py"))
@@ -36,17 +34,6 @@ def _lines(path: Path) -> list[list[str]]:
     if not path.exists():
         return []
     return [line.split() for line in path.read_text().splitlines() if line.strip()]
-
-
-def _history(backend: Backend, job: str, limit: int) -> list[RunRecord]:
-    async def read() -> list[RunRecord]:
-        await backend.init()
-        try:
-            return await backend.history(job, limit)
-        finally:
-            await backend.close()
-
-    return asyncio.run(read())
 
 
 def _fleet(url: str, reader: Backend, tmp_path: Path) -> None:
@@ -122,7 +109,7 @@ def _kill9(url: str, reader: Backend, tmp_path: Path) -> None:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    records = [r for r in _history(reader, job, 10) if r.slot == slot]
+    records = [r for r in read_history(reader, job, 10) if r.slot == slot]
     assert [(r.attempt, r.instance_id, r.status, r.reason) for r in records] == [
         (2, "backup-b", "running", None),
         (1, "runner-a", "interrupted", "lease_lost"),

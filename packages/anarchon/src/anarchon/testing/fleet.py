@@ -69,7 +69,15 @@ from anarchon.registry import resolve_backend
 from anarchon.scheduler import Scheduler
 from anarchon.types import RunRecord
 
-__all__ = ["Fleet", "FleetResult", "FleetRun", "parse_records", "run_fleet", "start_fleet"]
+__all__ = [
+    "Fleet",
+    "FleetResult",
+    "FleetRun",
+    "parse_records",
+    "read_history",
+    "run_fleet",
+    "start_fleet",
+]
 
 EDGE_SLOTS = 3
 """Slots left out at each end of the common window (processes starting or stopping)."""
