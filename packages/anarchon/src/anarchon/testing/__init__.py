@@ -18,9 +18,13 @@ it is built. Tests use unique job names, so a shared server needs no cleanup.
 
 from __future__ import annotations
 
-from anarchon.testing.contract import BackendContract
+from typing import TYPE_CHECKING, Any
+
 from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, start_fleet
-from anarchon.testing.lease_contract import LeaseContract
+
+if TYPE_CHECKING:
+    from anarchon.testing.contract import BackendContract
+    from anarchon.testing.lease_contract import LeaseContract
 
 __all__ = [
     "BackendContract",
@@ -31,3 +35,17 @@ __all__ = [
     "run_fleet",
     "start_fleet",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The contract suites need pytest; import them only when asked for, so the
+    # fleet harness works without pytest installed.
+    if name == "BackendContract":
+        from anarchon.testing.contract import BackendContract
+
+        return BackendContract
+    if name == "LeaseContract":
+        from anarchon.testing.lease_contract import LeaseContract
+
+        return LeaseContract
+    raise AttributeError(f"module 'anarchon.testing' has no attribute {name!r}")
