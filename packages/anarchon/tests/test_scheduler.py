@@ -183,6 +183,24 @@ def test_start_in_thread_runs_and_stops_synchronously() -> None:
     assert not handle.running
 
 
+def test_jobs_added_and_removed_from_another_thread() -> None:
+    ran: Counter[str] = Counter()
+    scheduler = Scheduler(MemoryBackend(), instance_id="threaded")
+    scheduler.every("first", "100ms", lambda ctx: ran.update([ctx.job]), jitter=0)
+    handle = scheduler.start_in_thread()
+    try:
+        scheduler.every("late", "100ms", lambda ctx: ran.update([ctx.job]), jitter=0)
+        time.sleep(0.6)
+        assert ran["late"] >= 2
+        assert scheduler.remove("first")
+        time.sleep(0.2)
+        before = ran["first"]
+        time.sleep(0.4)
+        assert ran["first"] == before
+    finally:
+        handle.stop()
+
+
 async def test_run_now_records_a_manual_run() -> None:
     seen: list[RunContext] = []
     scheduler = Scheduler(MemoryBackend(), instance_id="manual")

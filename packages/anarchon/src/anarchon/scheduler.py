@@ -151,6 +151,7 @@ class Scheduler:
         self._offset_ms = 0
         self._last_sync = float("-inf")
         self._loop_task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -246,7 +247,7 @@ class Scheduler:
         self.backend.check_job(job.limits(self.lease_ms if self.leases else None))
         self._jobs[name] = job
         if self._started and not self._stopping:
-            self._spawn(self._activate(job))
+            self._on_loop(lambda: self._spawn(self._activate(job)))
         return job
 
     def remove(self, name: str) -> bool:
@@ -255,9 +256,30 @@ class Scheduler:
         if job is None:
             return False
         if self._timetable is not None:
-            self._timetable.remove(name)
-            self._poke()
+            timetable = self._timetable
+
+            def forget() -> None:
+                timetable.remove(name)
+                self._poke()
+
+            self._on_loop(forget)
         return True
+
+    def _on_loop(self, action: Callable[[], object]) -> None:
+        """Run ``action`` on the scheduler's event loop (now, if we are on it).
+
+        ``add()``/``remove()`` may be called from another thread, e.g. while the
+        scheduler runs in ``start_in_thread()``.
+        """
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop or not self._started or loop.is_closed():
+            action()
+        else:
+            loop.call_soon_threadsafe(action)
 
     # Lifecycle -------------------------------------------------------
 
@@ -281,6 +303,7 @@ class Scheduler:
         for job in list(self._jobs.values()):
             await self._activate(job)
         self._started = True
+        self._loop = asyncio.get_running_loop()
         self._loop_task = asyncio.create_task(self._main_loop(), name="anarchon-scheduler")
         if self._runs is not None:
             self._heartbeat_task = asyncio.create_task(
