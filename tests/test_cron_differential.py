@@ -42,6 +42,13 @@ what croniter evaluates; rules on instants explain one slot at a divergence.
   and reads it as ``*`` when the day-of-week text has a ``*`` (day 1 fires). A
   croniter defect. Asserted: anarchon equals the union of croniter's schedules
   for the 30 days and for ``L``.
+- ``fold-second-pass``: a wildcard-hour expression follows real time, so in a
+  fall-back overlap the repeated wall times fire again in the second pass;
+  croniter handles one-hour overlaps so, but in Lord_Howe's 30-minute overlap
+  it skips repeated wall times when it starts inside the first pass
+  (``0-30 * * * *`` from 01:40+11:00 skips 01:30+10:30). Asserted, for
+  overlaps shorter than an hour only: anarchon's slot is the second occurrence
+  of a matching wall time.
 - ``equal-range``: ``a-a`` is the single value ``a``; croniter reads an equal
   range as the whole cycle (``5-5`` = every hour). Not in SPEC §3 (a docs
   decision). Asserted: anarchon equals croniter given ``a`` instead of ``a-a``.
@@ -555,6 +562,24 @@ def rule_step_hour_gap(case: Case, ours: int | None, theirs: int | None) -> str 
     return "theirs"
 
 
+@instant_rule("fold-second-pass")
+def rule_fold_second_pass(case: Case, ours: int | None, theirs: int | None) -> str | None:
+    if ours is None or (theirs is not None and theirs < ours):
+        return None
+    if not case.model.hour_is_wildcard:
+        return None
+    occurrences = wall_occurrences(case.tz, ours)
+    if len(occurrences) != 2 or ours != occurrences[1]:
+        return None
+    if occurrences[1] - occurrences[0] >= HOUR:
+        return None  # croniter handles one-hour overlaps right: compare strictly there
+    # real time: the wall time comes round again after the fall-back, and matches
+    assert case.model.time_matches(from_ms(ours, case.tz)), (
+        f"fold-second-pass: {show(ours, case.tz)} does not match {case.expression!r}"
+    )
+    return "ours"
+
+
 @instant_rule("gap-keeps-seconds")
 def rule_gap_keeps_seconds(case: Case, ours: int | None, theirs: int | None) -> str | None:
     if ours is None or (theirs is not None and theirs < ours):
@@ -891,6 +916,14 @@ EXAMPLES: list[tuple[str, str, str, str, list[str], set[str]]] = [
         "2026-11-01T00:30",
         ["2026-11-01T01:00:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T02:00:00-05:00"],
         set(),
+    ),
+    (
+        "fold-second-pass",
+        "0-30 * * * *",
+        "Australia/Lord_Howe",
+        "2026-04-05T01:40",
+        ["2026-04-05T01:30:00+10:30", "2026-04-05T02:00:00+10:30", "2026-04-05T02:01:00+10:30"],
+        {"fold-second-pass"},
     ),
     (
         "step-hour-gap",
