@@ -9,8 +9,8 @@ from typing import TypeVar
 
 import pytest
 from anarchon.errors import InvalidConfigError
-from anarchon.memory import PLAIN_CLAIM_LEASE_MS, MemoryBackend, MemoryRunStore
-from anarchon.types import ClaimInput, JobLimits, RunClaim, StoredResult
+from anarchon.memory import MemoryBackend, MemoryRunStore
+from anarchon.types import PLAIN_CLAIM_LEASE_MS, ClaimInput, JobLimits, RunClaim, StoredResult
 
 T = TypeVar("T")
 START = 1_800_000_000_000

@@ -276,15 +276,7 @@ class NatsBackend(Backend):
                 f"job {job!r}: history_ttl is not supported by the NATS backend"
                 " (history is trimmed by count only: history_size)"
             )
-        lease = [
-            name
-            for name, value in (
-                ("overlap", limits.overlap),
-                ("max_attempts", limits.max_attempts),
-                ("catch_up", limits.catch_up_ms),
-            )
-            if value is not None
-        ]
+        lease = limits.lease_options_given()
         if lease:
             raise UnsupportedError(
                 f"job {job!r}: option(s) {', '.join(lease)} need leases; the NATS backend has none"

@@ -20,6 +20,7 @@ from anarchon.backend import RunStore
 from anarchon.errors import DedupeWindowError
 from anarchon.history import build_history
 from anarchon.types import (
+    PLAIN_CLAIM_LEASE_MS,
     ActiveRun,
     ClaimInput,
     ClaimOutcome,
@@ -36,8 +37,6 @@ from anarchon_redis.strategies import Lease
 
 __all__ = ["PLAIN_CLAIM_LEASE_MS", "RETENTION_MARGIN_MS", "LeaseRuntime", "RedisRunStore"]
 
-PLAIN_CLAIM_LEASE_MS = 86_400_000
-"""Lease of a plain :meth:`Backend.claim` (one attempt, no heartbeats): one day."""
 
 RETENTION_MARGIN_MS = 60_000
 """Extra time finished run state is kept beyond what late and catch-up claims need."""

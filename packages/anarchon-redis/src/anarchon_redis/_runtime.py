@@ -27,15 +27,7 @@ __all__ = [
 
 def refuse_lease_options(limits: JobLimits, strategy: str) -> None:
     """Raise ``UnsupportedError`` if the job asks for leases (a claim-only strategy has none)."""
-    given = [
-        name
-        for name, value in (
-            ("overlap", limits.overlap),
-            ("max_attempts", limits.max_attempts),
-            ("catch_up", limits.catch_up_ms),
-        )
-        if value is not None
-    ]
+    given = limits.lease_options_given()
     if given:
         raise UnsupportedError(
             f"job {limits.job!r}: option(s) {', '.join(given)} need leases; the"

@@ -31,6 +31,7 @@ from anarchon.backend import STORE_FORMAT, Backend, RunStore
 from anarchon.errors import InvalidConfigError, StoreFormatError
 from anarchon.history import build_history
 from anarchon.types import (
+    PLAIN_CLAIM_LEASE_MS,
     ActiveRun,
     ClaimInput,
     ClaimOutcome,
@@ -46,8 +47,6 @@ from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
 
 __all__ = ["PLAIN_CLAIM_LEASE_MS", "RETENTION_MARGIN_MS", "SqlBackend", "SqlRunStore"]
 
-PLAIN_CLAIM_LEASE_MS = 86_400_000
-"""Lease of a plain :meth:`SqlBackend.claim` (one attempt, no heartbeats): one day."""
 
 RETENTION_MARGIN_MS = 60_000
 """Extra time finished run state is kept beyond what late and catch-up claims need."""
@@ -480,21 +479,7 @@ class SqlBackend(Backend):
         attempt and a one-day lease, mapped to a bool. The claim is itself the
         history record.
         """
-        row = await self._claim_row(
-            RunClaim(
-                job=input.job,
-                slot=input.slot,
-                token=input.token,
-                instance_id=input.instance_id,
-                lease_ms=PLAIN_CLAIM_LEASE_MS,
-                max_attempts=1,
-                overlap=True,
-                deadline_ms=None,
-                create=True,
-                history_size=input.history_size,
-                history_ttl_ms=input.history_ttl_ms,
-            )
-        )
+        row = await self._claim_row(RunClaim.plain(input))
         return bool(row[0] == "won" or row[4] == input.token)
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:

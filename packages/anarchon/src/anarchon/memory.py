@@ -44,8 +44,6 @@ from anarchon.types import (
 
 __all__ = ["MemoryBackend", "MemoryRunStore", "NowMs"]
 
-PLAIN_CLAIM_LEASE_MS = 86_400_000
-"""Lease of a plain :meth:`MemoryBackend.claim` (one attempt, no heartbeats): one day."""
 
 RETENTION_MARGIN_MS = 60_000
 """Extra time finished run state is kept beyond what late and catch-up claims need."""
@@ -535,21 +533,7 @@ class MemoryBackend(Backend):
             state = None if data is None else data.states.get(input.slot)
             if state is not None and state.token == input.token:
                 return True
-            outcome = self._store._claim_locked(
-                RunClaim(
-                    job=input.job,
-                    slot=input.slot,
-                    token=input.token,
-                    instance_id=input.instance_id,
-                    lease_ms=PLAIN_CLAIM_LEASE_MS,
-                    max_attempts=1,
-                    overlap=True,
-                    deadline_ms=None,
-                    create=True,
-                    history_size=input.history_size,
-                    history_ttl_ms=input.history_ttl_ms,
-                )
-            )
+            outcome = self._store._claim_locked(RunClaim.plain(input))
             return outcome.won
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:

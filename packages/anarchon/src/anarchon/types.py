@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Literal
 
 __all__ = [
+    "PLAIN_CLAIM_LEASE_MS",
     "ActiveRun",
     "ClaimInput",
     "ClaimOutcome",
@@ -124,6 +125,19 @@ class JobLimits:
     lease_ms: int | None = None
     """The scheduler's lease, on lease backends (state must outlive it: SPEC §5 retention)."""
 
+    def lease_options_given(self) -> list[str]:
+        """The lease options the user passed (claim-only backends refuse them)."""
+        given = (
+            ("overlap", self.overlap),
+            ("max_attempts", self.max_attempts),
+            ("catch_up", self.catch_up_ms),
+        )
+        return [name for name, value in given if value is not None]
+
+
+PLAIN_CLAIM_LEASE_MS = 86_400_000
+"""Lease of a plain ``Backend.claim()`` on a lease backend (one attempt, no heartbeats): a day."""
+
 
 @dataclass(slots=True)
 class RunClaim:
@@ -140,6 +154,26 @@ class RunClaim:
     create: bool = True
     history_size: int = 1000
     history_ttl_ms: int | None = None
+
+    @classmethod
+    def plain(cls, input: ClaimInput) -> RunClaim:
+        """The lease claim that a plain ``Backend.claim(input)`` equals on a lease backend.
+
+        SPEC §5: ``create=True``, no overlap check, one attempt.
+        """
+        return cls(
+            job=input.job,
+            slot=input.slot,
+            token=input.token,
+            instance_id=input.instance_id,
+            lease_ms=PLAIN_CLAIM_LEASE_MS,
+            max_attempts=1,
+            overlap=True,
+            deadline_ms=None,
+            create=True,
+            history_size=input.history_size,
+            history_ttl_ms=input.history_ttl_ms,
+        )
 
 
 @dataclass(slots=True)
