@@ -43,6 +43,7 @@ _GAVE_UP: Any = object()
 _CLOCK_SYNC_S = 60.0
 _MAX_DUE_PER_WAKE = 10_000
 _MIN_SLEEP_S = 0.004
+_PREPARE_BATCH = 256
 
 
 def _default_instance_id() -> str:
@@ -300,8 +301,11 @@ class Scheduler:
         self._stopping = False
         self._timetable = _core.Timetable(self.instance_id)
         await self._sync_clock()
-        for job in list(self._jobs.values()):
-            await self._activate(job)
+        jobs = list(self._jobs.values())
+        for first in range(0, len(jobs), _PREPARE_BATCH):  # prepare_job may be a round trip each
+            await asyncio.gather(
+                *(self._activate(job) for job in jobs[first : first + _PREPARE_BATCH])
+            )
         self._started = True
         self._loop = asyncio.get_running_loop()
         self._loop_task = asyncio.create_task(self._main_loop(), name="anarchon-scheduler")
