@@ -917,7 +917,9 @@ class NatsBackend(Backend):
                     if status is not None and not msg.data:
                         if status == "100":  # idle heartbeat / flow control
                             continue
-                        if status in ("404", "408"):  # nothing more right now
+                        # 404/408: nothing more right now; 503: a just-created consumer on
+                        # a clustered stream has no leader yet. Pull again until the deadline.
+                        if status in ("404", "408", "503"):
                             break
                         raise APIError(code=int(status), description=headers.get("Description", ""))
                     out.append((msg.subject, msg.data))
