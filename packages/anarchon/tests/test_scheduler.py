@@ -82,7 +82,7 @@ async def test_max_late_skips_slots_claimed_too_late() -> None:
         await asyncio.sleep(2.5)
     assert started, "the fast job never ran"
     lateness = [at - slot for slot, at in started]
-    assert max(lateness) <= 30 + 15  # only the event-loop latency past max_late
+    assert max(lateness) <= 30 + 40  # only the event-loop latency past max_late
     assert len(started) < 22, "slots past max_late were still run"
 
 

@@ -82,7 +82,7 @@ async def test_crashed_runner_is_taken_over_within_lease_plus_heartbeat() -> Non
     crashed = time.monotonic()
     await _until(lambda: bool(second.starts), timeout=3)
     took_over = time.monotonic() - crashed
-    assert took_over <= 0.6 + 0.2 + 0.15
+    assert took_over <= 0.6 + 0.2 + 0.25  # lease + heartbeat, plus scheduling slack
     assert second.starts[0].attempt == 2
     assert second.starts[0].slot == first.starts[0].slot
     await asyncio.sleep(0.2)
@@ -214,7 +214,7 @@ async def test_hand_over_on_stop_runs_attempt_two_elsewhere() -> None:
     stopped = time.monotonic()
     assert first.cancelled == ["stop"]
     await _until(lambda: bool(second.starts), timeout=2)
-    assert time.monotonic() - stopped <= 0.2 + 0.15, "hand-over not taken up within one heartbeat"
+    assert time.monotonic() - stopped <= 0.2 + 0.25, "hand-over not taken up within one heartbeat"
     assert second.starts[0].attempt == 2
     await asyncio.sleep(0.2)
     await b.stop()
@@ -320,7 +320,7 @@ async def test_lost_lease_cancels_and_never_overwrites_the_new_runner() -> None:
     cut_at = time.monotonic()
     await _until(lambda: bool(first.cancelled), timeout=3)
     assert first.cancelled == ["lease_lost"]
-    assert time.monotonic() - cut_at <= 0.6 + 0.1
+    assert time.monotonic() - cut_at <= 0.6 + 0.2
     await _until(lambda: bool(second.starts), timeout=3)
     assert second.starts[0].attempt == 2
     await asyncio.sleep(0.3)
