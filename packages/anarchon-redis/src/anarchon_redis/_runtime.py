@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Runtime",
+    "append_manual_run",
     "decode_result",
     "encode_result",
     "refuse_lease_options",
@@ -166,3 +167,20 @@ def claim_records(
         except (KeyError, ValueError):
             continue
     return records
+
+
+async def append_manual_run(conn: Connection, manual_key: str, input: ClaimInput) -> None:
+    """Append a ``run_now()`` to a claim-only strategy's ``manual`` stream (never de-duplicated)."""
+    await conn.execute(
+        "XADD",
+        manual_key,
+        "*",
+        "slot",
+        int(input.slot),
+        "token",
+        input.token,
+        "instance",
+        input.instance_id,
+        "manual",
+        1,
+    )

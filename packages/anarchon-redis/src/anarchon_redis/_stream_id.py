@@ -27,6 +27,7 @@ from anarchon_redis import _lua
 from anarchon_redis._client import is_error_reply, is_noscript, text
 from anarchon_redis._runtime import (
     Runtime,
+    append_manual_run,
     claim_records,
     decode_result,
     encode_result,
@@ -98,21 +99,7 @@ class StreamIdRuntime(Runtime):
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append the manual run to the job's ``manual`` stream (no de-duplication)."""
-        manual = self.keys(input.job)[1]
-        conn = await self.ready()
-        await conn.execute(
-            "XADD",
-            manual,
-            "*",
-            "slot",
-            int(input.slot),
-            "token",
-            input.token,
-            "instance",
-            input.instance_id,
-            "manual",
-            1,
-        )
+        await append_manual_run(await self.ready(), self.keys(input.job)[1], input)
         return None
 
     async def save_result(
