@@ -66,16 +66,34 @@ def _hourly_now(
     scheduler.every("hourly", "1h", handler, jitter=0, max_late="2h", **options)
 
 
-async def test_crashed_runner_is_taken_over_within_lease_plus_heartbeat() -> None:
-    backend = MemoryBackend()
+async def _runner_then_backup(
+    runner_backend: Backend, backup_backend: Backend, **runner_options: Any
+) -> tuple[Scheduler, Scheduler, Recorder, Recorder]:
+    """Instance ``a`` wins the hourly slot and holds it; then ``b`` starts as its backup."""
     first, second = Recorder(), Recorder(hold=0.05)
-    a = Scheduler(backend, instance_id="a", **FAST)
-    b = Scheduler(backend, instance_id="b", **FAST)
+    a = Scheduler(runner_backend, instance_id="a", **runner_options, **FAST)
+    b = Scheduler(backup_backend, instance_id="b", **FAST)
     _hourly_now(first, a)
     _hourly_now(second, b)
     await a.start()
     await _until(lambda: bool(first.starts))
     await b.start()
+    return a, b, first, second
+
+
+async def _history_after_takeover(b: Scheduler) -> list[tuple[int, str, str]]:
+    """Let attempt 2 finish on ``b``, stop it, and return ``(attempt, instance, status)`` rows."""
+    await asyncio.sleep(0.2)
+    await b.stop()
+    return [(r.attempt, r.instance_id, r.status) for r in await b.history("hourly")]
+
+
+TAKEN_OVER = [(2, "b", "ok"), (1, "a", "interrupted")]
+
+
+async def test_crashed_runner_is_taken_over_within_lease_plus_heartbeat() -> None:
+    backend = MemoryBackend()
+    a, b, first, second = await _runner_then_backup(backend, backend)
     await asyncio.sleep(0.3)
     assert not second.starts, "the backup ran while the lease was live"
     _crash(a)
@@ -85,14 +103,8 @@ async def test_crashed_runner_is_taken_over_within_lease_plus_heartbeat() -> Non
     assert took_over <= 0.6 + 0.2 + 0.25  # lease + heartbeat, plus scheduling slack
     assert second.starts[0].attempt == 2
     assert second.starts[0].slot == first.starts[0].slot
-    await asyncio.sleep(0.2)
-    await b.stop()
-    history = await b.history("hourly")
-    assert [(r.attempt, r.status, r.instance_id) for r in history] == [
-        (2, "ok", "b"),
-        (1, "interrupted", "a"),
-    ]
-    assert history[1].reason == "lease_lost"
+    assert await _history_after_takeover(b) == TAKEN_OVER
+    assert (await b.history("hourly"))[1].reason == "lease_lost"
 
 
 async def test_attempts_are_bounded() -> None:
@@ -201,14 +213,7 @@ async def test_catch_up_is_not_repeated_by_a_second_instance() -> None:
 
 async def test_hand_over_on_stop_runs_attempt_two_elsewhere() -> None:
     backend = MemoryBackend()
-    first, second = Recorder(), Recorder(hold=0.05)
-    a = Scheduler(backend, instance_id="a", stop_grace="100ms", **FAST)
-    b = Scheduler(backend, instance_id="b", **FAST)
-    _hourly_now(first, a)
-    _hourly_now(second, b)
-    await a.start()
-    await _until(lambda: bool(first.starts))
-    await b.start()
+    a, b, first, second = await _runner_then_backup(backend, backend, stop_grace="100ms")
     await asyncio.sleep(0.05)
     await a.stop()
     stopped = time.monotonic()
@@ -216,14 +221,8 @@ async def test_hand_over_on_stop_runs_attempt_two_elsewhere() -> None:
     await _until(lambda: bool(second.starts), timeout=2)
     assert time.monotonic() - stopped <= 0.2 + 0.25, "hand-over not taken up within one heartbeat"
     assert second.starts[0].attempt == 2
-    await asyncio.sleep(0.2)
-    await b.stop()
-    history = await b.history("hourly")
-    assert [(r.attempt, r.instance_id, r.status) for r in history] == [
-        (2, "b", "ok"),
-        (1, "a", "interrupted"),
-    ]
-    assert history[1].reason == "handed_over"
+    assert await _history_after_takeover(b) == TAKEN_OVER
+    assert (await b.history("hourly"))[1].reason == "handed_over"
 
 
 async def test_blocking_sync_handler_does_not_starve_the_heartbeat() -> None:
@@ -308,14 +307,7 @@ class _PartitionRuns:
 async def test_lost_lease_cancels_and_never_overwrites_the_new_runner() -> None:
     store = MemoryBackend()
     cut = _Partition(store)
-    first, second = Recorder(), Recorder(hold=0.05)
-    a = Scheduler(cut, instance_id="a", **FAST)
-    b = Scheduler(store, instance_id="b", **FAST)
-    _hourly_now(first, a)
-    _hourly_now(second, b)
-    await a.start()
-    await _until(lambda: bool(first.starts))
-    await b.start()
+    a, b, first, second = await _runner_then_backup(cut, store)
     cut.down = True
     cut_at = time.monotonic()
     await _until(lambda: bool(first.cancelled), timeout=3)
@@ -323,15 +315,9 @@ async def test_lost_lease_cancels_and_never_overwrites_the_new_runner() -> None:
     assert time.monotonic() - cut_at <= 0.6 + 0.2
     await _until(lambda: bool(second.starts), timeout=3)
     assert second.starts[0].attempt == 2
-    await asyncio.sleep(0.3)
     cut.down = False
-    await b.stop()
+    assert await _history_after_takeover(b) == TAKEN_OVER
     await a.stop()
-    history = await b.history("hourly")
-    assert [(r.attempt, r.instance_id, r.status) for r in history] == [
-        (2, "b", "ok"),
-        (1, "a", "interrupted"),
-    ]
 
 
 async def test_timeout_cancels_the_handler() -> None:
