@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from anarchon.errors import InvalidConfigError
+from anarchon.batching import per_item
+from anarchon.errors import AnarchonError, BackendUnavailableError, InvalidConfigError
 from anarchon.types import (
     ActiveRun,
     ClaimInput,
     ClaimOutcome,
     JobLimits,
+    ResultWrite,
     RunClaim,
+    RunFinish,
+    RunKey,
     RunRecord,
     StoredResult,
 )
@@ -59,6 +64,27 @@ class RunStore(abc.ABC):
     @abc.abstractmethod
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job`` and whether each lease is live."""
+
+    # Optional batch members (docs/extending.md, "Batch members") ----------
+    # Each answers exactly what the same items answer one by one, in order.
+    # Each item is atomic on its own; the batch need not be. A failed batch is
+    # retried whole with the same tokens, so every item must be repeat-safe.
+
+    async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
+        """``claim()`` for each item. Default: the single calls under bounded concurrency."""
+        return await per_item(self.claim, claims)
+
+    async def heartbeat_many(self, runs: Sequence[RunKey], lease_ms: int) -> list[bool]:
+        """``heartbeat()`` for each run. Default: the single calls under bounded concurrency."""
+        return await per_item(
+            lambda run: self.heartbeat(run.job, run.slot, run.token, lease_ms), runs
+        )
+
+    async def finish_many(self, finishes: Sequence[RunFinish]) -> list[bool]:
+        """``finish()`` for each item. Default: the single calls under bounded concurrency."""
+        return await per_item(
+            lambda f: self.finish(f.job, f.slot, f.token, f.status, f.error), finishes
+        )
 
 
 class Backend(abc.ABC):
@@ -127,3 +153,34 @@ class Backend(abc.ABC):
     async def now_ms(self) -> int | None:
         """The store's clock in ms, or None when the store has none (the local clock is used)."""
         return None
+
+    def is_transient(self, error: BaseException) -> bool:
+        """True when ``error`` may pass if the same call is retried (docs/concepts.md, "Errors").
+
+        Only transient errors are retried with backoff; every other error
+        reaches the caller. Default: connection loss, timeouts and
+        :class:`~anarchon.BackendUnavailableError`; a backend adds its driver's
+        transient errors (server loading or busy, a fail-over in progress).
+        """
+        if isinstance(error, BackendUnavailableError):
+            return True
+        if isinstance(error, AnarchonError):
+            return False
+        return isinstance(error, (ConnectionError, TimeoutError, OSError))
+
+    # Optional batch members (docs/extending.md, "Batch members") ----------
+
+    async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """``claim()`` for each item. Default: the single calls under bounded concurrency."""
+        return await per_item(self.claim, inputs)
+
+    async def record_claims(self, inputs: Sequence[ClaimInput]) -> None:
+        """``record_claim()`` for each won claim. Default: the single calls."""
+        await per_item(self.record_claim, inputs)
+
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """``save_result()`` for each item. Default: the single calls under bounded concurrency."""
+        await per_item(
+            lambda w: self.save_result(w.job, w.result, w.history_size, w.history_ttl_ms),
+            writes,
+        )

@@ -21,7 +21,10 @@ __all__ = [
     "ClaimRecord",
     "JobLimits",
     "OutcomeKind",
+    "ResultWrite",
     "RunClaim",
+    "RunFinish",
+    "RunKey",
     "RunRecord",
     "RunStatus",
     "StoredResult",
@@ -201,3 +204,33 @@ class ActiveRun:
     lease_expires_at: int
     live: bool
     token: str | None = field(default=None, compare=False)
+
+
+@dataclass(slots=True)
+class RunKey:
+    """One attempt of one run: ``(job, slot)`` and the claim token that owns it (batch heartbeats)."""
+
+    job: str
+    slot: int
+    token: str
+
+
+@dataclass(slots=True)
+class RunFinish:
+    """A ``RunStore.finish`` request, as an item of ``RunStore.finish_many``."""
+
+    job: str
+    slot: int
+    token: str
+    status: str
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class ResultWrite:
+    """A ``Backend.save_result`` request, as an item of ``Backend.save_results``."""
+
+    job: str
+    result: StoredResult
+    history_size: int = 1000
+    history_ttl_ms: int | None = None
