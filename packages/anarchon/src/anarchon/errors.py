@@ -4,9 +4,11 @@ from __future__ import annotations
 
 __all__ = [
     "AnarchonError",
+    "BackendError",
     "BackendUnavailableError",
     "DedupeWindowError",
     "DuplicateJobError",
+    "ForeignDataError",
     "InvalidConfigError",
     "InvalidJobError",
     "StoreFormatError",
@@ -85,3 +87,23 @@ class InvalidConfigError(AnarchonError, ValueError):
     """A bad backend or scheduler setting."""
 
     code = "ANARCHON_INVALID_CONFIG"
+
+
+class ForeignDataError(AnarchonError):
+    """A key, table or subject the backend uses holds data it did not write (``key`` names it)."""
+
+    code = "ANARCHON_FOREIGN_DATA"
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class BackendError(AnarchonError):
+    """A store or driver error that is neither transient nor anarchon's own.
+
+    The message names the backend and its URL with the password redacted;
+    the driver's error is kept as ``__cause__``.
+    """
+
+    code = "ANARCHON_BACKEND_ERROR"
