@@ -1,5 +1,5 @@
 """Malformed schedules: every one raises ``InvalidJobError`` (``ANARCHON_INVALID_JOB``)
-with the cron field and the 0-based character offset of the bad token (SPEC §3, §8).
+with the cron field and the 0-based character offset of the bad token (docs/engine.md, docs/concepts.md "Errors").
 
 Also: random junk never escapes as anything but ``InvalidJobError`` (a pyo3
 ``PanicException`` would be a bug in the engine).

@@ -1,4 +1,4 @@
-//! Merging claim records and stored results into run records (SPEC §7):
+//! Merging claim records and stored results into run records (docs/concepts.md, "History"):
 //! one record per attempt, newest first (by slot, then attempt).
 
 use std::collections::HashMap;

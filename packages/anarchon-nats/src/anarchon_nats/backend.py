@@ -1,4 +1,4 @@
-"""``NatsBackend``: claims by de-duplicated publish on NATS JetStream (SPEC §6).
+"""``NatsBackend``: claims by de-duplicated publish on NATS JetStream (docs/backends/nats.md).
 
 A claim publishes the claim record to ``<prefix><job>.claims`` with the header
 ``Nats-Msg-Id: <job>:<slot>``. Within the stream's duplicate window JetStream
@@ -477,7 +477,7 @@ class NatsBackend(Backend):
         return body
 
     async def _ensure_stream(self) -> None:
-        """Create the stream if missing; bring an existing one to our settings (SPEC §6).
+        """Create the stream if missing; bring an existing one to our settings (docs/backends/nats.md).
 
         An existing stream is changed only by a backend that knows its jobs
         (``check_job`` or ``prepare_job`` ran): a process that only reads

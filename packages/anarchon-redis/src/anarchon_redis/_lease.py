@@ -1,4 +1,4 @@
-"""The ``lease`` strategy: the claim tree of SPEC §5 in one Lua script, with the server's clock.
+"""The ``lease`` strategy: the claim tree of docs/leases.md in one Lua script, with the server's clock.
 
 Keys of a job (one hash tag, so Redis Cluster keeps them on one node):
 
@@ -206,7 +206,7 @@ class RedisRunStore(RunStore):
         self._rt = runtime
 
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
-        """Walk the claim tree of SPEC §5 in one script and return its outcome."""
+        """Walk the claim tree of docs/leases.md in one script and return its outcome."""
         rt = self._rt
         deadline, ttl = claim.deadline_ms, claim.history_ttl_ms
         reply = await (rt.backend._conn or await rt.backend._ready()).evalsha(

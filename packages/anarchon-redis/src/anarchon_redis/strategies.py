@@ -114,7 +114,7 @@ def _positive_int(strategy: str, key: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class Lease(Strategy):
-    """Leases through one Lua claim script (SPEC §5): backups, overlap, retries, hand-over.
+    """Leases through one Lua claim script (docs/leases.md): backups, overlap, retries, hand-over.
 
     ``window_ms``: the longest a claim may come after its slot, so the
     longest ``jitter + max_late`` (and ``catch_up``) a job may have; run state

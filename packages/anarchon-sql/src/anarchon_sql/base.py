@@ -240,7 +240,7 @@ def _outcome(row: Row) -> ClaimOutcome:
 
 
 class SqlRunStore(RunStore):
-    """The leases of a :class:`SqlBackend` (SPEC §5); every step is one transaction.
+    """The leases of a :class:`SqlBackend` (docs/leases.md); every step is one transaction.
 
     Lease times are computed with the database server's clock
     (``dialect.now_ms``), never with an instance's clock.
@@ -250,7 +250,7 @@ class SqlRunStore(RunStore):
         self._backend = backend
 
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
-        """Walk the claim tree of SPEC §5 in one transaction and return its outcome."""
+        """Walk the claim tree of docs/leases.md in one transaction and return its outcome."""
         return _outcome(await self._backend._claim_row(claim))
 
     async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
@@ -596,7 +596,7 @@ class SqlBackend(Backend):
         return await client.all(sql, params)
 
     async def _claim_tx(self, tx: SqlClient, c: RunClaim) -> Row:
-        """The claim tree of SPEC §5 as statements inside one transaction (generic path)."""
+        """The claim tree of docs/leases.md as statements inside one transaction (generic path)."""
         s = self._sql
         await self.dialect.serialize(tx, self.tables.prefix + "job:" + c.job)
         now = int((await tx.all(s.now, ()))[0][0])

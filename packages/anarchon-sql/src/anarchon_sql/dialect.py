@@ -134,7 +134,7 @@ def convert_placeholders(sql: str, style: ParamStyle) -> str:
 
 
 class SqlDialect:
-    """What differs per database (SPEC §6 "SQL"); subclass it for another database.
+    """What differs per database (docs/backends/sql.md); subclass it for another database.
 
     The defaults are standard SQL; a subclass sets :attr:`now_ms` (there is no
     portable way to read the server clock) and whatever else differs.

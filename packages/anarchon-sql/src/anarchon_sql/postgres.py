@@ -1,7 +1,7 @@
 """``PostgresBackend``: PostgreSQL through psycopg 3 (async), one round trip per claim.
 
 At start the backend creates (once per table prefix and version) a PL/pgSQL
-function ``<prefix>claim_v1(...)`` that runs the whole claim tree of SPEC §5:
+function ``<prefix>claim_v1(...)`` that runs the whole claim tree of docs/leases.md:
 it takes a transaction-scoped advisory lock on the job
 (``pg_advisory_xact_lock``, the dialect's ``serialize``), reads the server
 clock with ``clock_timestamp()`` after the lock, locks the run's row
@@ -97,7 +97,7 @@ class PostgresDialect(SqlDialect):
 
 
 def _claim_function(table: Callable[[str], str], now: str) -> str:
-    """The PL/pgSQL claim tree (SPEC §5). Mirrors ``SqlBackend._claim_tx`` statement for statement."""
+    """The PL/pgSQL claim tree (docs/leases.md). Mirrors ``SqlBackend._claim_tx`` statement for statement."""
     runs, claims, results = table("runs"), table("claims"), table("results")
     prefix = table("x")[:-1]  # the validated table prefix (letters, digits, _): safe in a literal
     return f"""

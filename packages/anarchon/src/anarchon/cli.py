@@ -1,4 +1,4 @@
-"""The ``anarchon`` command line (SPEC §10). Errors print one line with their code; exit 2 on usage errors."""
+"""The ``anarchon`` command line (docs/cli.md). Errors print one line with their code; exit 2 on usage errors."""
 
 from __future__ import annotations
 

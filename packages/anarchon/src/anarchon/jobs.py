@@ -1,4 +1,4 @@
-"""Job definitions and their validation when a job is added (SPEC §3, "Job options")."""
+"""Job definitions and their validation when a job is added (docs/concepts.md, "Job options")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Backend discovery: a URL's scheme names an entry point in ``anarchon.backends`` (SPEC §3).
+"""Backend discovery: a URL's scheme names an entry point in ``anarchon.backends`` (docs/concepts.md, "Backend URLs").
 
 ``resolve_backend("redis://cache:6379/1?prefix=billing:")`` loads the class
 registered for ``redis`` (lazily: only that plugin is imported) and calls

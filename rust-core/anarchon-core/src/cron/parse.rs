@@ -271,7 +271,7 @@ fn parse_fields(toks: &[Tok<'_>], five: bool) -> Result<Parsed, ScheduleError> {
             .strip_prefix("*/")
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
 
-    // SPEC §3: OR unless one of the day fields is a bare `*` or `?`
+    // docs/engine.md: OR unless one of the day fields is a bare `*` or `?`
     // (`*/2`, `1-31` and `0-6` all count as restricted).
     let dom_unrestricted = dom.star;
     let dow_unrestricted = dow.star;
