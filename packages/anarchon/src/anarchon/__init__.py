@@ -22,6 +22,7 @@ from anarchon.history import build_history
 from anarchon.memory import MemoryBackend
 from anarchon.scheduler import Scheduler, SchedulerThread
 from anarchon.schedules import Cron, Every
+from anarchon.sync import SyncScheduler
 from anarchon.types import (
     ActiveRun,
     ClaimInput,
@@ -71,6 +72,7 @@ __all__ = [
     "SkewedClock",
     "StoreFormatError",
     "StoredResult",
+    "SyncScheduler",
     "SystemClock",
     "UnknownBackendError",
     "UnsupportedError",

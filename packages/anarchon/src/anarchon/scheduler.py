@@ -352,6 +352,19 @@ class Scheduler:
             await self.backend.close()
             self._initialised = False
 
+    async def close(self) -> None:
+        """Close the backend's connections after ``stop()`` (or after reads without ``start()``).
+
+        ``stop()`` already closes a backend the scheduler built from a URL;
+        this also closes one that was passed in, for a program whose event
+        loop ends here. Reads reconnect afterwards.
+        """
+        if self._started:
+            raise InvalidConfigError("close() needs a stopped scheduler; call stop() first")
+        if self._initialised:
+            self._initialised = False
+            await self.backend.close()
+
     def start_in_thread(self) -> SchedulerThread:
         """Run the scheduler on its own event loop in a background thread (for sync programs)."""
         handle = SchedulerThread(self)
