@@ -42,8 +42,7 @@ def create_app() -> Flask:
         return {
             "job": name,
             "runs": [
-                {"slot": r.slot, "instance": r.instance_id, "status": r.status}
-                for r in records
+                {"slot": r.slot, "instance": r.instance_id, "status": r.status} for r in records
             ],
         }
 

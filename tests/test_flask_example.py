@@ -24,7 +24,9 @@ def test_flask_anarchon_run_runs_the_job_and_the_test_client_sees_it(
         {"ANARCHON_BACKEND_URL": url, "ANARCHON_INSTANCE_ID": "flask-1"},
     )
     try:
-        worker.wait_for(lambda line: "running 1 job(s) as flask-1" in line, 60, "flask anarchon run")
+        worker.wait_for(
+            lambda line: "running 1 job(s) as flask-1" in line, 60, "flask anarchon run"
+        )
         slot = RAN.search(worker.wait_for(RAN.search, 20, "a run of cleanup")).group(1)  # type: ignore[union-attr]
         monkeypatch.setenv("ANARCHON_BACKEND_URL", url)
         monkeypatch.setenv("ANARCHON_INSTANCE_ID", "flask-web")

@@ -1,9 +1,8 @@
 """One view: a job's recent runs on every instance, read through the sync facade."""
 
+from anarchon.contrib.django import get_scheduler
 from django.http import HttpRequest, JsonResponse
 from django.urls import path
-
-from anarchon.contrib.django import get_scheduler
 
 
 def job_runs(request: HttpRequest, name: str) -> JsonResponse:
