@@ -185,6 +185,24 @@ def redact_text(text: str, url: str) -> str:
     return text
 
 
+def _redact_exception(error: BaseException, url: str) -> None:
+    """Hide the secrets of ``url`` in ``error``'s message and in its causes, in place."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        current.args = tuple(
+            redact_text(arg, url) if isinstance(arg, str) else arg for arg in current.args
+        )
+        message = getattr(current, "message", None)
+        if isinstance(message, str):
+            try:
+                current.message = redact_text(message, url)  # type: ignore[attr-defined]
+            except AttributeError:  # a read-only attribute
+                pass
+        current = current.__cause__ or current.__context__
+
+
 def _entry_points() -> dict[str, EntryPoint]:
     """Installed backend entry points by scheme (lower case)."""
     found: dict[str, EntryPoint] = {}
@@ -277,7 +295,9 @@ def resolve_backend(url: str | Backend | None) -> Backend:
     no installed package serves — naming the extra to install — or a plugin
     that fails to import, and ``InvalidConfigError`` for a string that is not
     a URL. Errors of ``from_url`` (e.g. an unknown option) reach the caller
-    unchanged.
+    as they are, except that any secret of the URL in their messages (and in
+    those of their causes) is replaced by ``***``: no error of this function
+    shows a password, whatever the shape of the URL.
     """
     if isinstance(url, Backend):
         return url
@@ -305,7 +325,11 @@ def resolve_backend(url: str | Backend | None) -> Backend:
             raise InvalidConfigError(f"backend URL option {key!r} given twice in {shown!r}")
         options[key] = value
     cls = _backend_class(scheme, shown)
-    backend = cls.from_url(url, **options)
+    try:
+        backend = cls.from_url(url, **options)
+    except Exception as error:
+        _redact_exception(error, url)
+        raise
     if not isinstance(backend, Backend):
         raise InvalidConfigError(
             f"{cls.__name__}.from_url() returned {type(backend).__name__}, not a Backend"
