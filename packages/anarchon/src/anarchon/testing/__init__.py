@@ -1,4 +1,4 @@
-"""Contract test suites for backends (needs pytest: ``pip install "anarchon[testing]"``).
+"""Contract test suites for backends (needs pytest and hypothesis: ``pip install "anarchon[testing]"``).
 
 A backend's test module subclasses the suites and overrides one fixture,
 ``backend``, a plain (sync) fixture that returns or yields a fresh backend::
