@@ -13,14 +13,16 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from anarchon.durations import Duration
 from anarchon.errors import InvalidConfigError
 from anarchon.jobs import Handler, Job
-from anarchon.scheduler import Scheduler
 from anarchon.schedules import Cron, Every
 from anarchon.types import RunRecord
+
+if TYPE_CHECKING:
+    from anarchon.scheduler import Scheduler
 
 __all__ = ["SchedulerLoop", "SyncScheduler"]
 
@@ -123,7 +125,11 @@ class SyncScheduler:
     ) -> None:
         if scheduler is not None and (backend is not None or options):
             raise InvalidConfigError("pass either scheduler= or the Scheduler's own arguments")
-        self.scheduler = scheduler if scheduler is not None else Scheduler(backend, **options)
+        if scheduler is None:
+            from anarchon.scheduler import Scheduler  # scheduler.py imports this module
+
+            scheduler = Scheduler(backend, **options)
+        self.scheduler: Scheduler = scheduler
         self._runner = SchedulerLoop()
         self._running = False
 
