@@ -231,6 +231,7 @@ class NatsBackend(Backend):
         self._stream_limit = 0
         self._reconciled = False
         self._pipeline = Pipeline()
+        self._instances: dict[str, str] = {}
 
     # Construction --------------------------------------------------------
 
@@ -754,19 +755,22 @@ class NatsBackend(Backend):
 
     # Claims --------------------------------------------------------------------
 
-    def _claim_request(self, input: ClaimInput) -> Request:
-        """``(subject, payload, headers)`` of a scheduled claim."""
+    def _claim_request(self, input: ClaimInput, at: int | None = None) -> Request:
+        """``(subject, payload, headers)`` of a scheduled claim (``at``: default now)."""
         job = input.job
         subject = (self._subjects.get(job) or self._job_subjects(job))[0]
-        payload = _dumps(
-            {
-                "slot": input.slot,
-                "token": input.token,
-                "instance_id": input.instance_id,
-                "at": _wall_ms(),
-                "manual": False,
-            }
-        )
+        instance = self._instances.get(input.instance_id)
+        if instance is None:
+            instance = json.dumps(input.instance_id)
+            if len(self._instances) < 64:
+                self._instances[input.instance_id] = instance
+        token = input.token
+        token = f'"{token}"' if token.isalnum() else json.dumps(token)
+        # The same JSON as _dumps() of the record, written directly (the hot path).
+        payload = (
+            f'{{"slot":{int(input.slot)},"token":{token},"instance_id":{instance},'
+            f'"at":{_wall_ms() if at is None else at},"manual":false}}'
+        ).encode()
         return subject, payload, {_MSG_ID: f"{self._id_prefix}{job}:{input.slot}"}
 
     def _claim_verdict(self, ack: dict[str, Any]) -> int:
@@ -888,7 +892,8 @@ class NatsBackend(Backend):
         return answers
 
     async def _claim_chunk(self, nc: Client, chunk: Sequence[ClaimInput]) -> list[bool]:
-        requests = [self._claim_request(input) for input in chunk]
+        at = _wall_ms()
+        requests = [self._claim_request(input, at) for input in chunk]
         won = [False] * len(chunk)
         errors: list[BaseException | None] = [None] * len(chunk)
         pending = list(range(len(chunk)))
