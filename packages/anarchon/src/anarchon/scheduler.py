@@ -434,7 +434,7 @@ class Scheduler:
                         run.ending = Ending.HAND_OVER
                     parts.executor.cancel(run, "stop")
             for task in self._tasks.work():
-                if task.get_name() not in ("anarchon-run", "anarchon-results"):
+                if task.get_name() != "anarchon-results":
                     task.cancel()
             await self._drain(parts, loop.time() + max(5.0, self.lease_ms / 1000))
         await self._tasks.cancel_loops()
@@ -450,7 +450,7 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         while True:
             parts.results.flush()
-            work = self._tasks.work()
+            work = self._tasks.work() | parts.executor.tasks_running()
             if not work and not parts.executor.active:
                 return True
             left = until - loop.time()
@@ -535,6 +535,11 @@ class Scheduler:
         return records[0] if records else None
 
     # Internals -------------------------------------------------------
+
+    def _every_task(self) -> list[asyncio.Task[Any]]:
+        """Every task of this scheduler, handlers included (tests end them to simulate a crash)."""
+        handlers = self._parts.executor.tasks_running() if self._parts is not None else set()
+        return [*self._tasks.all(), *handlers]
 
     def _job(self, name: str) -> Job:
         try:
