@@ -234,7 +234,14 @@ class Scheduler:
         return handler
 
     def add(self, name: str, schedule: Schedule, handler: Handler, **options: Any) -> Job:
-        """Register a job with a schedule object; validated now, effective at once if started."""
+        """Register a job with a schedule object; validated now, effective at once if started.
+
+        Bad input and the backend's ``check_job`` refusal raise here, with
+        their codes. On a running scheduler the job is then prepared in the
+        store in the background: a permanent ``prepare_job`` error is logged
+        once at ERROR and the job is unregistered again (transient ones are
+        retried).
+        """
         if not isinstance(schedule, Schedule):
             raise InvalidJobError(
                 f"schedule of job {name!r} must be Every or Cron, got {schedule!r}"
@@ -580,7 +587,7 @@ class Scheduler:
         """Prepare a job in the store, then put it in the timetable.
 
         At ``start()`` a permanent error is raised; for a job added while
-        running it is logged once and the job stays out of the timetable.
+        running it is logged once at ERROR and the job is unregistered.
         """
         parts = self._parts
         assert parts is not None
@@ -594,6 +601,8 @@ class Scheduler:
             if not self._started:
                 raise
             parts.policy.report("prepare_job", error, job=job.name)
+            if self._jobs.get(job.name) is job:
+                del self._jobs[job.name]  # not scheduled: a later add() may try again
             return
         if not prepared or self._jobs.get(job.name) is not job or not job.enabled:
             return
