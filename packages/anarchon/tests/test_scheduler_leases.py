@@ -25,7 +25,7 @@ FAST: dict[str, Any] = {"lease": "600ms", "heartbeat": "200ms"}
 
 def _crash(scheduler: Scheduler) -> None:
     """Kill a scheduler like ``kill -9`` would: its tasks stop, nothing is released or finished."""
-    for task in scheduler._tasks.all():
+    for task in scheduler._every_task():
         task.cancel()
     scheduler._started = False
 

@@ -14,6 +14,7 @@ import functools
 import logging
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from anarchon.context import RunContext
 from anarchon.run_state import Ending, Phase, Run
@@ -53,7 +54,14 @@ class RunExecutor:
         job = run.job
         run.ctx = RunContext(job.name, run.slot, self.instance_id, attempt, run.token)
         self.active[(job.name, run.slot)] = run
-        run.task = self.tasks.spawn(self._execute(run), "anarchon-run")
+        # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
+        run.task = asyncio.get_running_loop().create_task(self._execute(run))
+
+    def tasks_running(self) -> set[asyncio.Task[Any]]:
+        """The handler tasks still running."""
+        return {
+            run.task for run in self.active.values() if run.task is not None and not run.task.done()
+        }
 
     async def _execute(self, run: Run) -> None:
         try:

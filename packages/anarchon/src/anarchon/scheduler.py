@@ -234,7 +234,14 @@ class Scheduler:
         return handler
 
     def add(self, name: str, schedule: Schedule, handler: Handler, **options: Any) -> Job:
-        """Register a job with a schedule object; validated now, effective at once if started."""
+        """Register a job with a schedule object; validated now, effective at once if started.
+
+        Bad input and the backend's ``check_job`` refusal raise here, with
+        their codes. On a running scheduler the job is then prepared in the
+        store in the background: a permanent ``prepare_job`` error is logged
+        once at ERROR and the job is unregistered again (transient ones are
+        retried).
+        """
         if not isinstance(schedule, Schedule):
             raise InvalidJobError(
                 f"schedule of job {name!r} must be Every or Cron, got {schedule!r}"
@@ -434,7 +441,7 @@ class Scheduler:
                         run.ending = Ending.HAND_OVER
                     parts.executor.cancel(run, "stop")
             for task in self._tasks.work():
-                if task.get_name() not in ("anarchon-run", "anarchon-results"):
+                if task.get_name() != "anarchon-results":
                     task.cancel()
             await self._drain(parts, loop.time() + max(5.0, self.lease_ms / 1000))
         await self._tasks.cancel_loops()
@@ -450,7 +457,7 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         while True:
             parts.results.flush()
-            work = self._tasks.work()
+            work = self._tasks.work() | parts.executor.tasks_running()
             if not work and not parts.executor.active:
                 return True
             left = until - loop.time()
@@ -549,6 +556,11 @@ class Scheduler:
 
     # Internals -------------------------------------------------------
 
+    def _every_task(self) -> list[asyncio.Task[Any]]:
+        """Every task of this scheduler, handlers included (tests end them to simulate a crash)."""
+        handlers = self._parts.executor.tasks_running() if self._parts is not None else set()
+        return [*self._tasks.all(), *handlers]
+
     def _job(self, name: str) -> Job:
         try:
             return self._jobs[name]
@@ -588,7 +600,7 @@ class Scheduler:
         """Prepare a job in the store, then put it in the timetable.
 
         At ``start()`` a permanent error is raised; for a job added while
-        running it is logged once and the job stays out of the timetable.
+        running it is logged once at ERROR and the job is unregistered.
         """
         parts = self._parts
         assert parts is not None
@@ -602,6 +614,8 @@ class Scheduler:
             if not self._started:
                 raise
             parts.policy.report("prepare_job", error, job=job.name)
+            if self._jobs.get(job.name) is job:
+                del self._jobs[job.name]  # not scheduled: a later add() may try again
             return
         if not prepared or self._jobs.get(job.name) is not job or not job.enabled:
             return
