@@ -215,7 +215,7 @@ def test_cron_utc_matches_exact_dates(expression: str, model: CronModel, period:
     for ms in INSTANTS:
         assert compiled.next_after(ms) == model.next_after(ms), ms
         # slots() from ms: the first three slots at or after it.
-        expected = []
+        expected: list[int] = []
         slot = model.first(max(ms, YEAR_1))
         while slot is not None and len(expected) < 3:
             expected.append(slot)
@@ -432,7 +432,11 @@ def test_ints_outside_i64_raise_invalid_job(bad: int) -> None:
 def test_limits_out_of_range_raise_invalid_job(limit: int) -> None:
     every = _core.Schedule.every(1, 0)
     table = _core.Timetable("i")
-    for call in [lambda: every.slots(0, 10, limit), lambda: table.due(0, limit)]:
+    calls: list[Callable[[], object]] = [
+        lambda: every.slots(0, 10, limit),
+        lambda: table.due(0, limit),
+    ]
+    for call in calls:
         with pytest.raises(InvalidJobError) as info:
             call()
         assert info.value.field == "limit"

@@ -342,16 +342,19 @@ def test_redact_url_leaves_urls_without_a_secret_alone(url: str) -> None:
 
 @pytest.mark.parametrize("url", [url for url, _ in MALFORMED])
 def test_resolve_backend_errors_never_show_the_password(url: str) -> None:
+    refused: InvalidConfigError | UnknownBackendError | None = None
     try:
         backend = resolve_backend(url)
     except (InvalidConfigError, UnknownBackendError) as error:
-        text = str(error)
-        assert error.code in {"ANARCHON_INVALID_CONFIG", "ANARCHON_UNKNOWN_BACKEND"}
-        causes = [error.__cause__, error.__context__]
-        text += " ".join(str(c) for c in causes if c is not None)
-    else:  # a shape the backend accepts (redis-py reads "u:hun@ter2@cache")
+        refused = error
+    if refused is None:  # a shape the backend accepts (redis-py reads "u:hun@ter2@cache")
         text = f"{backend!r} {backend}"
-    assert "hunter2" not in text and "ter2" not in text, text
+    else:
+        assert refused.code in {"ANARCHON_INVALID_CONFIG", "ANARCHON_UNKNOWN_BACKEND"}
+        causes = [refused, refused.__cause__, refused.__context__]
+        text = " ".join(str(c) for c in causes if c is not None)
+    assert "hunter2" not in text, text
+    assert "ter2" not in text, text
 
 
 def test_an_unparseable_url_error_hides_the_password() -> None:
@@ -367,6 +370,8 @@ def test_redact_text_hides_every_secret_of_a_url() -> None:
     url = "redis://admin:hunter2@cache:6379/0?token=t0ken"
     message = "AUTH failed for admin with hunter2 (token t0ken) at cache:6379"
     shown = redact_text(message, url)
-    assert "hunter2" not in shown and "t0ken" not in shown
-    assert "admin" in shown and "cache:6379" in shown
+    assert "hunter2" not in shown
+    assert "t0ken" not in shown
+    assert "admin" in shown
+    assert "cache:6379" in shown
     assert redact_text("no secret here", "redis://cache/0") == "no secret here"

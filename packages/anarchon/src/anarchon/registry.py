@@ -9,6 +9,7 @@ goes through :func:`redact_url`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -196,10 +197,8 @@ def _redact_exception(error: BaseException, url: str) -> None:
         )
         message = getattr(current, "message", None)
         if isinstance(message, str):
-            try:
+            with contextlib.suppress(AttributeError):  # a read-only attribute
                 current.message = redact_text(message, url)  # type: ignore[attr-defined]
-            except AttributeError:  # a read-only attribute
-                pass
         current = current.__cause__ or current.__context__
 
 
