@@ -38,7 +38,7 @@ async def work(url: str, instance: str, jobs: int, every: str, until_ms: int, ou
             lines.append(f"stop {await backend.now_ms()}\n")
     finally:
         await backend.close()
-        Path(out).write_text("".join(lines))
+        await asyncio.to_thread(Path(out).write_text, "".join(lines))
 
 
 def main(argv: list[str]) -> None:
