@@ -67,7 +67,21 @@ local function now_ms()
 end
 local function int(n) return string.format('%d', n) end
 local function opt(s) if s == nil or s == '' then return nil end return tonumber(s) end
-local function put(state, slot, r) redis.call('HSET', state, slot, cjson.encode(r)) end
+-- Run state as the JSON cjson would write, built with string.format (faster than
+-- cjson.encode of a table); strings other than [%w.:_-] go through cjson.
+local function jstr(s)
+  if string.find(s, '^[%w%.:_%-]*$') then return '"' .. s .. '"' end
+  return cjson.encode(s)
+end
+local function encode_state(r)
+  local out = string.format('{"a":%d,"t":%s,"s":%s,"r":%s,"l":%d,"b":%d,"m":%d,"x":%d',
+                            r.a, jstr(r.t), jstr(r.s), jstr(r.r), r.l, r.b, r.m, r.x)
+  if r.f then out = out .. string.format(',"f":%d', r.f) end
+  if r.e then out = out .. ',"e":' .. jstr(r.e) end
+  if r.o then out = out .. ',"o":' .. jstr(r.o) end
+  return out .. '}'
+end
+local function put(state, slot, r) redis.call('HSET', state, slot, encode_state(r)) end
 """
 
 _LEASE_LIB = r"""
@@ -355,10 +369,11 @@ _SAVE = r"""
 -- A plain claim's run state is marked finished too. Returns per result 1.
 local function save(k, a, now)
   local state, active, slots, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
-  local slot_s, token, status = ARGV[a + 1], ARGV[a + 2], ARGV[a + 4]
-  if ARGV[a + 5] ~= '1' and status ~= 'running' then
+  local slot_s, token, status, manual = ARGV[a + 1], ARGV[a + 2], ARGV[a + 4], ARGV[a + 5] == '1'
+  if not manual and status ~= 'running' then
     local raw = redis.call('HGET', state, slot_s)
-    if raw then
+    -- Only a run still running is decoded (a lease run was finished already).
+    if raw and string.find(raw, '"s":"running"', 1, true) then
       local r = cjson.decode(raw)
       if r.t == token and r.s == 'running' then
         r.s, r.f, r.o = 'finished', now, status
@@ -368,8 +383,12 @@ local function save(k, a, now)
     end
   end
   redis.call('ZADD', results, slot_s, ARGV[a + 3])
-  tick(state, active, slots, runs, results, now, tonumber(ARGV[a + 6]), tonumber(ARGV[a + 8]),
-       opt(ARGV[a + 7]))
+  -- A scheduled run's claim counted already (it ticks, and trims results too);
+  -- a manual run has no claim here, so its result counts.
+  if manual then
+    tick(state, active, slots, runs, results, now, tonumber(ARGV[a + 6]), tonumber(ARGV[a + 8]),
+         opt(ARGV[a + 7]))
+  end
   return 1
 end
 
