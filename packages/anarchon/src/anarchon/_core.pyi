@@ -3,6 +3,9 @@
 from collections.abc import Sequence
 from typing import Any, final
 
+__version__: str
+"""The Cargo workspace version this module was built from."""
+
 __all__ = ["Schedule", "Timetable", "build_history", "jitter_ms", "next_after_many"]
 
 @final
