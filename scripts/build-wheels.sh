@@ -4,7 +4,7 @@
 #   anarchon        one abi3 wheel (CPython >= 3.10) per Linux platform, cross-compiled
 #                   with maturin --zig (the `ziglang` wheel from PyPI is the C toolchain
 #                   and the glibc/musl it links against), plus its sdist;
-#   anarchon-sql, anarchon-redis, anarchon-nats
+#   anarchon-sql, anarchon-redis, anarchon-nats (every other folder of packages/)
 #                   a py3-none-any wheel and an sdist each (uv build).
 #
 # Each Linux wheel of the core is then checked with `auditwheel show` (from PyPI): the
@@ -101,7 +101,9 @@ for name in "${wanted[@]}"; do
     if [ "$name" = pure ]; then
         echo "== pure: the core's sdist and the backend packages"
         uv build --quiet --sdist --package anarchon --out-dir "$out"
-        for pkg in anarchon-sql anarchon-redis anarchon-nats; do
+        for dir in packages/*/; do
+            pkg=$(basename "$dir")
+            [ "$pkg" = anarchon ] && continue
             uv build --quiet --package "$pkg" --out-dir "$out"
         done
         continue
