@@ -27,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
 
-from redis_servers import Server, start_server  # noqa: E402
+from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
 
 AUDITWHEEL = "auditwheel==6.8.2"
 # platform -> (wheel platform tag, ELF e_machine of the extension)
