@@ -347,6 +347,8 @@ fn build_history(
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The Cargo workspace version: the one version source of every anarchon package.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Schedule>()?;
     m.add_class::<Timetable>()?;
     m.add_function(wrap_pyfunction!(next_after_many, m)?)?;

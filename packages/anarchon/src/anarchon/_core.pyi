@@ -10,6 +10,9 @@ before ``2**63``, or before year 10000 for cron).
 from collections.abc import Sequence
 from typing import Any, final
 
+__version__: str
+"""The Cargo workspace version this module was built from."""
+
 __all__ = ["Schedule", "Timetable", "build_history", "jitter_ms", "next_after_many"]
 
 @final
