@@ -46,14 +46,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fleet_counting
 from fleet_common import Tally, aligned_start, read_plan, window_slots, write_result
 from fleet_raw import Side, reference
 from fleet_stores import KINDS, PostgresStore, Store, open_store
 
+HERE = Path(__file__).resolve().parent
 DEFAULT_SHAPES = ("1x10000@10", "4x5000@5")
 QUICK_SHAPE = "2x200@1"
 PEER_VERSION = "4.0.0a6"
@@ -77,7 +77,9 @@ class Shape:
 
     @classmethod
     def parse(cls, text: str) -> Shape:
-        match = re.fullmatch(r"\s*(\d+)\s*[x×]\s*([\d_,]+)\s*@\s*(\d+(?:\.\d+)?)\s*s?\s*", text)
+        match = re.fullmatch(
+            r"\s*(\d+)\s*[x\u00d7]\s*([\d_,]+)\s*@\s*(\d+(?:\.\d+)?)\s*s?\s*", text
+        )
         if not match:
             raise argparse.ArgumentTypeError(f"a shape is PxJ@I (e.g. 4x5000@5), got {text!r}")
         processes, jobs = int(match[1]), int(match[2].replace("_", "").replace(",", ""))
@@ -153,8 +155,16 @@ def run_fleet(
     window_s: float,
     ready_timeout_s: float,
     workdir: Path,
+    drain_s: float,
+    first_alone: bool = False,
 ) -> FleetFigures:
-    """Start ``shape.processes`` workers on ``url``, measure one window, and tally it."""
+    """Start ``shape.processes`` workers on ``url``, measure one window, and tally it.
+
+    The processes stop ``max(drain_s, I)`` after the window's last slot (less
+    5 % of ``I``, before the next burst): a slot of the window not started by
+    then counts as missed. ``first_alone``: start the others only once the first runs (APScheduler 4
+    creates its schema without guarding against a concurrent creator).
+    """
     every_ms = round(shape.every_s * 1000)
     count = max(1, math.ceil(window_s / shape.every_s))
     figures = FleetFigures(
@@ -165,8 +175,22 @@ def run_fleet(
     outs = [workdir / f"p{i}.json" for i in range(shape.processes)]
     logs = [workdir / f"p{i}.log" for i in range(shape.processes)]
     procs: list[subprocess.Popen[bytes]] = []
+    deadline = time.time() + ready_timeout_s
+
+    def wait_ready(count: int) -> None:
+        while not all(Path(f"{out}.ready").exists() for out in outs[:count]):
+            dead = [i for i, p in enumerate(procs) if p.poll() is not None]
+            if dead:
+                tail = logs[dead[0]].read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"process {dead[0]} exited at start:\n{tail}")
+            if time.time() > deadline:
+                raise RuntimeError(f"the processes were not running within {ready_timeout_s:g} s")
+            time.sleep(0.05)
+
     try:
         for i, (out, log) in enumerate(zip(outs, logs, strict=True)):
+            if i == 1 and first_alone:
+                wait_ready(1)
             with open(log, "wb") as err:
                 procs.append(
                     subprocess.Popen(
@@ -193,18 +217,11 @@ def run_fleet(
                         cwd=str(HERE.parent),
                     )
                 )
-        deadline = time.time() + ready_timeout_s
-        while not all(Path(f"{out}.ready").exists() for out in outs):
-            dead = [i for i, p in enumerate(procs) if p.poll() is not None]
-            if dead:
-                tail = logs[dead[0]].read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"process {dead[0]} exited at start:\n{tail}")
-            if time.time() > deadline:
-                raise RuntimeError(f"the processes were not running within {ready_timeout_s:g} s")
-            time.sleep(0.05)
+        wait_ready(len(outs))
         first = aligned_start(time.time(), 0.5, shape.every_s)  # one warm-up burst before
         samples = [first - shape.every_s / 2, first + count * shape.every_s - shape.every_s / 2]
-        stop = first + count * shape.every_s - 0.05 * shape.every_s
+        last = first + (count - 1) * shape.every_s
+        stop = last + max(drain_s, shape.every_s) - 0.05 * shape.every_s
         write_result(str(plan_path), {"samples": samples, "stop": stop})
         assert read_plan(str(plan_path)) is not None
         _sleep_until(samples[0])
@@ -263,8 +280,12 @@ def run_fleet(
 def peer_python(venv: Path) -> str:
     """The peer venv's interpreter, creating the venv (``uv``) when it lacks APScheduler 4."""
     python = venv / "bin" / "python"
-    check = [str(python), "-c", "import apscheduler, importlib.metadata as m;"
-             " print(m.version('apscheduler'), m.version('anyio'))"]
+    check = [
+        str(python),
+        "-c",
+        "import apscheduler, importlib.metadata as m;"
+        " print(m.version('apscheduler'), m.version('anyio'))",
+    ]
     if python.exists():
         done = subprocess.run(check, capture_output=True, text=True, check=False)
         if done.returncode == 0 and done.stdout.split() == [PEER_VERSION, "4.4.0"]:
@@ -273,10 +294,14 @@ def peer_python(venv: Path) -> str:
     if uv is None:
         raise RuntimeError("uv is needed to create the peer's virtual environment")
     venv.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([uv, "venv", "--python", sys.executable, str(venv)], check=True,
-                   capture_output=True)
-    subprocess.run([uv, "pip", "install", "--python", str(python), *PEER_REQUIREMENTS],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [uv, "venv", "--python", sys.executable, str(venv)], check=True, capture_output=True
+    )
+    subprocess.run(
+        [uv, "pip", "install", "--python", str(python), *PEER_REQUIREMENTS],
+        check=True,
+        capture_output=True,
+    )
     return str(python)
 
 
@@ -313,7 +338,9 @@ def print_fleet(f: FleetFigures) -> None:
         f" {f.warnings:>5}",
         flush=True,
     )
-    extra = ", ".join(f"{k} {v:.2f}" for k, v in sf.items() if k not in ("round_trips", "server_us"))
+    extra = ", ".join(
+        f"{k} {v:.2f}" for k, v in sf.items() if k not in ("round_trips", "server_us")
+    )
     per_proc = " ".join(_f(v) for v in f.cpu_us_per_slot)
     print(
         f"{'':<4}{f.expected:,} job-slots due in {f.window_slots} slots ({f.offered_per_s:,.0f}/s"
@@ -412,6 +439,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--raw-items", type=int, help="reference claims per side and round")
     parser.add_argument("--raw-seconds", type=float, help="reference time bound per side/round")
     parser.add_argument("--ready-timeout", type=float, default=180.0)
+    parser.add_argument(
+        "--drain",
+        type=float,
+        help="seconds after the last slot a start still counts (default 10; quick 2; >= I)",
+    )
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     args = parser.parse_args(argv)
     args.kinds = [k.strip() for k in args.stores.split(",") if k.strip()]
@@ -419,11 +451,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown store(s) {unknown} (known: {', '.join(KINDS)})")
     if args.shapes is None:
-        args.shapes = [Shape.parse(QUICK_SHAPE)] if args.quick else [
-            Shape.parse(s) for s in DEFAULT_SHAPES
-        ]
+        args.shapes = (
+            [Shape.parse(QUICK_SHAPE)] if args.quick else [Shape.parse(s) for s in DEFAULT_SHAPES]
+        )
     if args.window is None:
         args.window = 4.0 if args.quick else 60.0
+    if args.drain is None:
+        args.drain = 2.0 if args.quick else 10.0
     if args.raw_seconds is None:
         args.raw_seconds = 1.0 if args.quick else 3.0
     if "memory" in args.kinds and any(s.processes > 1 for s in args.shapes):
@@ -453,30 +487,50 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 print(f"\n== {store.label}; round trips = {store.round_trips_are}", flush=True)
                 for n, shape in enumerate(args.shapes):
-                    print(f"-- {shape}: {shape.processes} processes x {shape.jobs:,} jobs"
-                          f" every {shape.every_s:g} s, window {args.window:g} s", flush=True)
+                    print(
+                        f"-- {shape}: {shape.processes} processes x {shape.jobs:,} jobs"
+                        f" every {shape.every_s:g} s, window {args.window:g} s",
+                        flush=True,
+                    )
                     print(HEADER, flush=True)
-                    entry: dict[str, Any] = {"store": kind, "label": store.label,
-                                             "shape": str(shape)}
+                    entry: dict[str, Any] = {
+                        "store": kind,
+                        "label": store.label,
+                        "shape": str(shape),
+                    }
                     fleet: FleetFigures | None = None
                     url = store.url()
                     if not args.peer_only:
                         try:
                             fleet = run_fleet(
-                                store, url, shape, side="anarchon", python=sys.executable,
-                                worker=HERE / "fleet_worker.py", window_s=args.window,
+                                store,
+                                url,
+                                shape,
+                                side="anarchon",
+                                python=sys.executable,
+                                worker=HERE / "fleet_worker.py",
+                                window_s=args.window,
                                 ready_timeout_s=args.ready_timeout,
+                                drain_s=args.drain,
                                 workdir=Path(tmp) / f"{kind}-{n}",
                             )
                         except Exception as error:
-                            fleet = FleetFigures(store.label, str(shape), "anarchon",
-                                                 shape.processes, shape.jobs, shape.every_s, 0,
-                                                 error=f"failed: {error}")
+                            fleet = FleetFigures(
+                                store.label,
+                                str(shape),
+                                "anarchon",
+                                shape.processes,
+                                shape.jobs,
+                                shape.every_s,
+                                0,
+                                error=f"failed: {error}",
+                            )
                         print_fleet(fleet)
                         entry["anarchon"] = asdict(fleet) | {"cpu_us": fleet.cpu_us}
                     if not args.no_raw and not args.peer_only and kind != "memory":
-                        items = args.raw_items or (min(shape.jobs, 500) if args.quick
-                                                   else shape.jobs)
+                        items = args.raw_items or (
+                            min(shape.jobs, 500) if args.quick else shape.jobs
+                        )
                         sides = asyncio.run(
                             reference(store, url, items, args.chunk, args.raw_seconds)
                         )
@@ -491,16 +545,29 @@ def main(argv: list[str] | None = None) -> int:
                         peer_url = store.new_database(f"peer_{n}")
                         try:
                             aps = run_fleet(
-                                store, peer_url, peer_shape,
+                                store,
+                                peer_url,
+                                peer_shape,
                                 side=f"APScheduler {PEER_VERSION} {peer_shape.processes}p",
-                                python=peer, worker=HERE / "fleet_apscheduler.py",
-                                window_s=args.window, ready_timeout_s=args.ready_timeout,
+                                python=peer,
+                                worker=HERE / "fleet_apscheduler.py",
+                                window_s=args.window,
+                                ready_timeout_s=args.ready_timeout,
+                                drain_s=args.drain,
                                 workdir=Path(tmp) / f"peer-{n}",
+                                first_alone=True,
                             )
                         except Exception as error:
-                            aps = FleetFigures(store.label, str(peer_shape), "APScheduler",
-                                               peer_shape.processes, shape.jobs, shape.every_s,
-                                               0, error=f"failed: {error}")
+                            aps = FleetFigures(
+                                store.label,
+                                str(peer_shape),
+                                "APScheduler",
+                                peer_shape.processes,
+                                shape.jobs,
+                                shape.every_s,
+                                0,
+                                error=f"failed: {error}",
+                            )
                         print_fleet(aps)
                         entry["peer"] = asdict(aps) | {"cpu_us": aps.cpu_us}
                         if fleet is not None and aps.expected and fleet.expected:

