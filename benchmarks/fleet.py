@@ -117,6 +117,10 @@ class FleetFigures:
     warning_sample: list[str] = field(default_factory=list)
     error: str = ""
     load: str = ""
+    startup_s: float = math.nan
+    """The slowest process: from its start to its scheduler running (jobs declared, store ready)."""
+    stop_s: float = math.nan
+    """The slowest process: its scheduler's ``stop()``."""
 
     @property
     def cpu_us(self) -> float:
@@ -257,6 +261,8 @@ def run_fleet(
         figures.cpu_us_per_slot.append((s1["cpu"] - s0["cpu"]) * 1e6 / tally.expected)
         for key, value in s1["counters"].items():
             client[key] = client.get(key, 0.0) + value - s0["counters"].get(key, 0.0)
+    figures.startup_s = max(r["ready"] - r["began"] for r in results)
+    figures.stop_s = max(r["stopped"] - r["stopping"] for r in results)
     figures.expected, figures.distinct = tally.expected, tally.distinct
     figures.duplicates, figures.missed = tally.duplicates, tally.missed
     figures.slots_per_s = tally.distinct / (count * shape.every_s)
@@ -344,7 +350,8 @@ def print_fleet(f: FleetFigures) -> None:
     per_proc = " ".join(_f(v) for v in f.cpu_us_per_slot)
     print(
         f"{'':<4}{f.expected:,} job-slots due in {f.window_slots} slots ({f.offered_per_s:,.0f}/s"
-        f" offered); CPU µs/slot per process: {per_proc}{'; ' + extra if extra else ''}; {f.load}",
+        f" offered); CPU µs/slot per process: {per_proc}{'; ' + extra if extra else ''};"
+        f" start-up {f.startup_s:.1f} s, stop {f.stop_s:.1f} s; {f.load}",
         flush=True,
     )
     for line in f.warning_sample:
@@ -429,7 +436,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"comma-separated, of {', '.join(KINDS)} (memory: 1 process only)",
     )
     parser.add_argument("--shapes", nargs="+", type=Shape.parse, help="PxJ@I ...")
-    parser.add_argument("--window", type=float, help="measured seconds per run (default 60)")
+    parser.add_argument("--window", type=float, help="measured seconds per run (default 40)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_SHAPE}, 4 s, small refs")
     parser.add_argument("--no-raw", action="store_true", help="skip the claim reference (a)")
     parser.add_argument("--no-peer", action="store_true", help="skip APScheduler 4 (b)")
@@ -455,11 +462,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             [Shape.parse(QUICK_SHAPE)] if args.quick else [Shape.parse(s) for s in DEFAULT_SHAPES]
         )
     if args.window is None:
-        args.window = 4.0 if args.quick else 60.0
+        args.window = 4.0 if args.quick else 40.0
     if args.drain is None:
         args.drain = 2.0 if args.quick else 10.0
     if args.raw_seconds is None:
-        args.raw_seconds = 1.0 if args.quick else 3.0
+        args.raw_seconds = 1.0 if args.quick else 2.0
     if "memory" in args.kinds and any(s.processes > 1 for s in args.shapes):
         parser.error("memory:// is one store per process: use shapes with 1 process")
     return args
