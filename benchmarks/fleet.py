@@ -161,13 +161,16 @@ def run_fleet(
     workdir: Path,
     drain_s: float,
     first_alone: bool = False,
+    stop_wait_s: float = 20.0,
 ) -> FleetFigures:
     """Start ``shape.processes`` workers on ``url``, measure one window, and tally it.
 
-    The processes stop ``max(drain_s, I)`` after the window's last slot (less
-    5 % of ``I``, before the next burst): a slot of the window not started by
-    then counts as missed. ``first_alone``: start the others only once the first runs (APScheduler 4
-    creates its schema without guarding against a concurrent creator).
+        The processes stop ``max(drain_s, I)`` after the window's last slot (less
+        5 % of ``I``, before the next burst): a slot of the window not started by
+        then counts as missed. Each process writes its result before its
+    scheduler's ``stop()``; one still stopping ``stop_wait_s`` later is killed
+    (and said so). ``first_alone``: start the others only once the first runs (APScheduler 4
+        creates its schema without guarding against a concurrent creator).
     """
     every_ms = round(shape.every_s * 1000)
     count = max(1, math.ceil(window_s / shape.every_s))
@@ -233,19 +236,32 @@ def run_fleet(
         _sleep_until(samples[1])
         after = store.snapshot()
         figures.load = _load()
+        written = stop + 60
+        while not all(out.exists() for out in outs):
+            failed = [
+                i for i, p in enumerate(procs) if p.poll() is not None and not outs[i].exists()
+            ]
+            if failed or time.time() > written:
+                i = failed[0] if failed else 0
+                tail = logs[i].read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"process {i} wrote no result ({procs[i].poll()}):\n{tail}")
+            time.sleep(0.05)
+        results = [json.loads(out.read_text()) for out in outs]
+        stopped = time.time() + stop_wait_s
         for i, proc in enumerate(procs):
             try:
-                proc.wait(timeout=max(0.0, stop - time.time()) + 120)
+                proc.wait(timeout=max(0.1, stopped - time.time()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
-                figures.error += f"process {i} did not stop within 120 s (killed); "
-        results = []
+                figures.error += f"process {i} had not stopped {stop_wait_s:g} s later (killed); "
         for i, (proc, out) in enumerate(zip(procs, outs, strict=True)):
-            if proc.returncode != 0 or not out.exists():
+            done = Path(f"{out}.stopped")
+            if done.exists():
+                results[i]["stopped"] = float(done.read_text())
+            elif proc.returncode != 0 and not figures.error:
                 tail = logs[i].read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"process {i} exited with {proc.returncode}:\n{tail}")
-            results.append(json.loads(out.read_text()))
+                figures.error += f"process {i} exited with {proc.returncode}: {tail[-300:]}; "
     except BaseException:
         for proc in procs:
             if proc.poll() is None:
@@ -262,7 +278,7 @@ def run_fleet(
         for key, value in s1["counters"].items():
             client[key] = client.get(key, 0.0) + value - s0["counters"].get(key, 0.0)
     figures.startup_s = max(r["ready"] - r["began"] for r in results)
-    figures.stop_s = max(r["stopped"] - r["stopping"] for r in results)
+    figures.stop_s = max(r.get("stopped", math.inf) - r["stopping"] for r in results)
     figures.expected, figures.distinct = tally.expected, tally.distinct
     figures.duplicates, figures.missed = tally.duplicates, tally.missed
     figures.slots_per_s = tally.distinct / (count * shape.every_s)
@@ -351,7 +367,8 @@ def print_fleet(f: FleetFigures) -> None:
     print(
         f"{'':<4}{f.expected:,} job-slots due in {f.window_slots} slots ({f.offered_per_s:,.0f}/s"
         f" offered); CPU µs/slot per process: {per_proc}{'; ' + extra if extra else ''};"
-        f" start-up {f.startup_s:.1f} s, stop {f.stop_s:.1f} s; {f.load}",
+        f" start-up {f.startup_s:.1f} s, stop"
+        f" {f'{f.stop_s:.1f} s' if math.isfinite(f.stop_s) else 'not done (killed)'}; {f.load}",
         flush=True,
     )
     for line in f.warning_sample:

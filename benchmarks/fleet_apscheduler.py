@@ -33,7 +33,7 @@ from apscheduler import AsyncScheduler, ConflictPolicy, current_job
 from apscheduler.datastores.sqlalchemy import SQLAlchemyDataStore
 from apscheduler.eventbrokers.asyncpg import AsyncpgEventBroker
 from apscheduler.triggers.interval import IntervalTrigger
-from fleet_common import Sampler, read_plan, signal_ready, wall_ms, write_result
+from fleet_common import Sampler, read_plan, signal_ready, signal_stopped, wall_ms, write_result
 from sqlalchemy.ext.asyncio import (  # type: ignore[import-not-found,unused-ignore]
     create_async_engine,
 )
@@ -82,25 +82,23 @@ async def run(args: argparse.Namespace) -> None:
             sampler = Sampler([float(t) for t in plan["samples"]])
             sampler.start()
             await anyio.sleep(max(0.0, float(plan["stop"]) - time.time()))
-            stopping = time.time()
+            sampler.join(timeout=max(0.0, sampler.instants[-1] - time.time()) + 5)
+            write_result(  # before stop(), as fleet_worker.py does
+                args.out,
+                {
+                    "instance": args.instance,
+                    "began": began,
+                    "ready": ready,
+                    "stopping": time.time(),
+                    "samples": sampler.samples,
+                    "starts": list(STARTS),
+                },
+            )
             await scheduler.stop()
             await scheduler.wait_until_stopped()
     finally:
         await engine.dispose()
-    stopped = time.time()
-    sampler.join(timeout=max(0.0, sampler.instants[-1] - time.time()) + 5)
-    write_result(
-        args.out,
-        {
-            "instance": args.instance,
-            "began": began,
-            "ready": ready,
-            "stopping": stopping,
-            "stopped": stopped,
-            "samples": sampler.samples,
-            "starts": STARTS,
-        },
-    )
+    signal_stopped(args.out)
 
 
 def main() -> None:

@@ -61,6 +61,12 @@ def signal_ready(out: str) -> None:
         f.write(str(time.time()))
 
 
+def signal_stopped(out: str) -> None:
+    """Tell the parent this worker's scheduler has stopped (``<out>.stopped``)."""
+    with open(f"{out}.stopped", "w") as f:
+        f.write(str(time.time()))
+
+
 def read_plan(path: str) -> dict[str, Any] | None:
     """The parent's plan (sample instants, stop time), or None while it is not written."""
     try:

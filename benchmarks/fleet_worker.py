@@ -10,7 +10,9 @@ Declares ``J`` interval jobs ``j000000`` ... every ``I`` ms with ``jitter=0``
 starts ``[job, slot_ms, lateness_ms]`` (lateness = handler start minus slot,
 wall clock; the store is on this host), the CPU/counter samples taken at the
 plan's instants (see ``fleet_common.Sampler``), and when the scheduler
-was ready. Warnings of the scheduler go to stderr.
+was ready. The result is written before the scheduler's ``stop()``;
+``FILE.stopped`` (the time) once it stopped. Warnings of the scheduler go
+to stderr.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fleet_counting
-from fleet_common import Sampler, read_plan, signal_ready, wall_ms, write_result
+from fleet_common import Sampler, read_plan, signal_ready, signal_stopped, wall_ms, write_result
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -53,21 +55,20 @@ async def run(args: argparse.Namespace) -> None:
         sampler = Sampler([float(t) for t in plan["samples"]], counters)
         sampler.start()
         await asyncio.sleep(max(0.0, float(plan["stop"]) - time.time()))
-        stopping = time.time()
-    stopped = time.time()
-    sampler.join(timeout=max(0.0, sampler.instants[-1] - time.time()) + 5)
-    write_result(
-        args.out,
-        {
-            "instance": args.instance,
-            "began": began,
-            "ready": ready,
-            "stopping": stopping,
-            "stopped": stopped,
-            "samples": sampler.samples,
-            "starts": starts,
-        },
-    )
+        sampler.join(timeout=max(0.0, sampler.instants[-1] - time.time()) + 5)
+        # The result is written before stop(): the parent does not wait for a slow stop.
+        write_result(
+            args.out,
+            {
+                "instance": args.instance,
+                "began": began,
+                "ready": ready,
+                "stopping": time.time(),
+                "samples": sampler.samples,
+                "starts": list(starts),
+            },
+        )
+    signal_stopped(args.out)
 
 
 def main() -> None:
