@@ -70,3 +70,29 @@ def test_no_spec_section_is_cited() -> None:
         if SPEC_CITATION in line:
             cited.append(f"README.md:{number}")
     assert not cited, cited
+
+
+CITATION = re.compile(r"docs/([\w./-]+\.md)(?:,? \"([^\"]+)\")?")
+HEADING = re.compile(r"^#{1,6} (.+?)\s*$", re.MULTILINE)
+
+
+def _headings(page: Path) -> set[str]:
+    return {h.replace("`", "").strip().lower() for h in HEADING.findall(page.read_text())}
+
+
+def test_cited_docs_pages_and_sections_exist() -> None:
+    """Every ``docs/<page>.md`` cited in code names a page, and ``docs/<page>.md, "Section"`` a heading."""
+    broken = []
+    for folder in ("packages", "rust-core", "tests", "benchmarks", "scripts", "examples"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix not in {".py", ".rs", ".pyi", ".sh"} or ".venv" in path.parts:
+                continue
+            text = path.read_text(errors="replace")
+            for match in CITATION.finditer(text):
+                page, section = ROOT / "docs" / match.group(1), match.group(2)
+                where = f"{path.relative_to(ROOT)}: docs/{match.group(1)}"
+                if not page.is_file():
+                    broken.append(f"{where} (no such page)")
+                elif section is not None and section.lower() not in _headings(page):
+                    broken.append(f'{where}, "{section}" (no such heading)')
+    assert not broken, "\n".join(sorted(set(broken)))
