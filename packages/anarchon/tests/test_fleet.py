@@ -148,3 +148,30 @@ def test_a_store_that_does_not_share_claims_fails(tmp_path: Path) -> None:
     assert len(result.duplicates()) == len(result.window)
     with pytest.raises(AssertionError, match="slots ran more than once"):
         result.assert_exactly_once()
+
+
+def test_several_jobs_per_process_are_checked_per_job_slot(tmp_path: Path) -> None:
+    """``jobs=3``: records carry the job index; a job-slot missed or run twice is named."""
+    paths = []
+    for i, instance in enumerate(("a", "b")):
+        lines = [f"start {1000 + 100 * i}"]
+        for n, slot in enumerate(WINDOW):
+            for job in range(3):
+                if (n + job) % 2 == i and (job, slot) != (2, 2000):
+                    lines.append(f"run {slot} 1 {instance} {job}")
+        if instance == "b":
+            lines.append("run 3000 1 b 1")  # job 1's slot 3000 ran on a as well
+        lines.append(f"stop {5000 + 100 * i}")
+        path = tmp_path / f"{instance}.txt"
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(path)
+    result = FleetResult("multi", 2, EVERY, 2.0, returncodes=[0, 0], stderr=["", ""], jobs=3)
+    parse_records(paths, result)
+    assert result.job_name(2) == "multi-2"
+    assert result.missed_job_slots() == [(2, 2000)]
+    assert result.duplicate_job_slots() == {(1, 3000): 2}
+    assert result.missed() == [2000]
+    assert result.duplicates() == {3000: 2}
+    problems = "\n".join(result.problems())
+    assert "1 of 45 job-slots never ran (job, slot): [(2, 2000)]" in problems
+    assert "1 job-slots ran more than once (job, slot): (1, 3000) x2" in problems

@@ -25,18 +25,22 @@ options, as a factory ``"module:function"`` called with ``factory_args``
 keywords that returns a :class:`~anarchon.Backend`. The factory's module must
 be importable in the child processes: the parent's ``sys.path`` is passed on.
 
+With ``jobs=N`` (N > 1) each process declares N such jobs (``<job>-0`` to
+``<job>-<N-1>``) and every job-slot of the window must run exactly once; the
+history checks then read a sample of the jobs (``HISTORY_SAMPLE``).
+
 Each process is the worker of this module::
 
     python -m anarchon.testing.fleet worker (--backend URL | --factory MOD:FUNC)
         --instance ID --job NAME --until-ms T --out PATH [--every 200ms]
-        [--jitter 50ms] [--handler-ms 0] [--factory-arg KEY=VALUE ...]
+        [--jitter 50ms] [--handler-ms 0] [--jobs 1] [--factory-arg KEY=VALUE ...]
         [--scheduler-option KEY=VALUE ...] [--job-option KEY=VALUE ...]
         [--log-level WARNING]
 
 It appends to ``PATH`` ``start <store_ms>`` once its scheduler runs,
-``run <slot> <attempt> <instance>`` from each run's handler and
-``stop <store_ms>`` when wall time reaches ``T`` (ms since the epoch), then
-stops its scheduler. Option values are JSON when they parse as JSON
+``run <slot> <attempt> <instance>`` from each run's handler (with the job's
+index as a fifth field when ``--jobs`` is above 1) and ``stop <store_ms>``
+when wall time reaches ``T`` (ms since the epoch), then stops its scheduler. Option values are JSON when they parse as JSON
 (``true``, ``2``) and strings otherwise (``5s``). Its log goes to stderr.
 
 For other checks (a server restart while the fleet runs, a custom handler
@@ -82,6 +86,9 @@ __all__ = [
 EDGE_SLOTS = 3
 """Slots left out at each end of the common window (processes starting or stopping)."""
 
+HISTORY_SAMPLE = 8
+"""With several jobs per process: how many of them (spread evenly) get the history checks."""
+
 STDERR_TAIL = 3000
 """How much of a failed process's stderr an assertion message shows."""
 
@@ -95,11 +102,13 @@ runpy's warning about a module that its package already imported."""
 
 @dataclass(frozen=True)
 class FleetRun:
-    """One run a process recorded: ``run <slot> <attempt> <instance>``."""
+    """One run a process recorded: ``run <slot> <attempt> <instance> [<job index>]``."""
 
     slot: int
     attempt: int
     instance: str
+    job: int = 0
+    """The job's index (0 with one job per process)."""
 
 
 @dataclass
@@ -122,6 +131,14 @@ class FleetResult:
     stderr: list[str] = field(default_factory=list)
     history: list[RunRecord] | None = None
     elapsed_s: float = 0.0
+    jobs: int = 1
+    """Jobs per process (each ``every_ms``); more than 1: job-slots are checked."""
+    histories: dict[int, list[RunRecord]] = field(default_factory=dict)
+    """With several jobs: the history read for each sampled job index."""
+
+    def job_name(self, index: int) -> str:
+        """The name of job ``index`` (``job`` itself when there is one job per process)."""
+        return self.job if self.jobs == 1 else f"{self.job}-{index}"
 
     @property
     def window(self) -> list[int]:
@@ -148,14 +165,37 @@ class FleetResult:
             return Counter()
         return Counter(r.slot for r in self.runs if window[0] <= r.slot <= window[-1])
 
+    def ran_by_job(self) -> Counter[tuple[int, int]]:
+        """How many times each ``(job index, slot)`` of the window ran."""
+        window = self.window
+        if not window:
+            return Counter()
+        return Counter((r.job, r.slot) for r in self.runs if window[0] <= r.slot <= window[-1])
+
+    def duplicate_job_slots(self) -> dict[tuple[int, int], int]:
+        """``(job index, slot)`` pairs of the window that ran more than once, with their count."""
+        return {key: n for key, n in sorted(self.ran_by_job().items()) if n > 1}
+
+    def missed_job_slots(self) -> list[tuple[int, int]]:
+        """``(job index, slot)`` pairs of the window that never ran."""
+        ran = self.ran_by_job()
+        return [(j, slot) for slot in self.window for j in range(self.jobs) if ran[(j, slot)] == 0]
+
     def duplicates(self) -> dict[int, int]:
-        """Slots of the window that ran more than once, with their count."""
-        return {slot: n for slot, n in sorted(self.ran().items()) if n > 1}
+        """Slots of the window that ran more than once (for some job), with the highest count."""
+        if self.jobs == 1:
+            return {slot: n for slot, n in sorted(self.ran().items()) if n > 1}
+        found: dict[int, int] = {}
+        for (_job, slot), n in self.duplicate_job_slots().items():
+            found[slot] = max(n, found.get(slot, 0))
+        return dict(sorted(found.items()))
 
     def missed(self) -> list[int]:
-        """Slots of the window that never ran."""
-        ran = self.ran()
-        return [slot for slot in self.window if ran[slot] == 0]
+        """Slots of the window that never ran (for some job)."""
+        if self.jobs == 1:
+            ran = self.ran()
+            return [slot for slot in self.window if ran[slot] == 0]
+        return sorted({slot for _job, slot in self.missed_job_slots()})
 
     def problems(self, *, min_window_s: float | None = None, min_instances: int = 2) -> list[str]:
         """Every failed check, as messages (empty when the fleet ran each slot exactly once).
@@ -185,15 +225,29 @@ class FleetResult:
                 f" their starts spread over {spread:.1f} s: raise startup_s"
             )
         window = self.window
-        duplicates = self.duplicates()
-        if duplicates:
-            problems.append(
-                f"{len(duplicates)} slots ran more than once: "
-                + ", ".join(f"{slot} x{n}" for slot, n in list(duplicates.items())[:20])
-            )
-        missed = self.missed()
-        if missed:
-            problems.append(f"{len(missed)} of {len(window)} slots never ran: {missed[:20]}")
+        if self.jobs == 1:
+            duplicates = self.duplicates()
+            if duplicates:
+                problems.append(
+                    f"{len(duplicates)} slots ran more than once: "
+                    + ", ".join(f"{slot} x{n}" for slot, n in list(duplicates.items())[:20])
+                )
+            missed = self.missed()
+            if missed:
+                problems.append(f"{len(missed)} of {len(window)} slots never ran: {missed[:20]}")
+        else:
+            twice = self.duplicate_job_slots()
+            if twice:
+                problems.append(
+                    f"{len(twice)} job-slots ran more than once (job, slot): "
+                    + ", ".join(f"{key} x{n}" for key, n in list(twice.items())[:20])
+                )
+            never = self.missed_job_slots()
+            if never:
+                problems.append(
+                    f"{len(never)} of {len(window) * self.jobs} job-slots never ran"
+                    f" (job, slot): {never[:20]}"
+                )
         retried = [r for r in self.runs if r.attempt != 1]
         if retried:
             problems.append(f"{len(retried)} runs were not a first attempt: {retried[:10]}")
@@ -204,14 +258,19 @@ class FleetResult:
                 problems.append(
                     f"only {sorted(instances)} won slots of the window: the race was not exercised"
                 )
-        if self.history is not None and window:
-            problems.extend(self._history_problems(window))
+        if self.history is not None and window and self.jobs == 1:
+            problems.extend(self._history_problems(window, self.history, 0))
+        for index, history in sorted(self.histories.items()):
+            if window:
+                found = self._history_problems(window, history, index)
+                problems.extend(f"job {self.job_name(index)}: {p}" for p in found)
         return problems
 
-    def _history_problems(self, window: list[int]) -> list[str]:
-        assert self.history is not None
+    def _history_problems(
+        self, window: list[int], history: list[RunRecord], index: int
+    ) -> list[str]:
         problems: list[str] = []
-        in_window = [r for r in self.history if window[0] <= r.slot <= window[-1]]
+        in_window = [r for r in history if window[0] <= r.slot <= window[-1]]
         per_slot = Counter(r.slot for r in in_window)
         absent = [slot for slot in window if per_slot[slot] == 0]
         if absent:
@@ -225,7 +284,7 @@ class FleetResult:
         statuses = Counter(r.status for r in in_window)
         if set(statuses) - {"ok"}:
             problems.append(f"history has runs that did not end ok: {dict(statuses)}")
-        winner = {r.slot: r.instance for r in self.runs}
+        winner = {r.slot: r.instance for r in self.runs if r.job == index}
         differ = [
             (r.slot, r.instance_id, winner.get(r.slot))
             for r in in_window
@@ -253,8 +312,9 @@ class FleetResult:
         """One line: processes, window, runs and winners."""
         window = set(self.window)
         winners = Counter(r.instance for r in self.runs if r.slot in window)
+        jobs = f" x {self.jobs} jobs" if self.jobs > 1 else ""
         return (
-            f"{self.processes} processes, {len(window)} slots in {self.common_s:.1f} s,"
+            f"{self.processes} processes, {len(window)} slots{jobs} in {self.common_s:.1f} s,"
             f" {len(self.runs)} runs, wins per instance {dict(sorted(winners.items()))},"
             f" {self.elapsed_s:.1f} s in all"
         )
@@ -280,8 +340,9 @@ def parse_records(paths: Sequence[Path | str], result: FleetResult) -> FleetResu
                 if fields[0] == "stop" and len(fields) == 2:
                     result.stops.append(int(fields[1]))
                     continue
-                if fields[0] == "run" and len(fields) == 4:
-                    result.runs.append(FleetRun(int(fields[1]), int(fields[2]), fields[3]))
+                if fields[0] == "run" and len(fields) in (4, 5):
+                    index = int(fields[4]) if len(fields) == 5 else 0
+                    result.runs.append(FleetRun(int(fields[1]), int(fields[2]), fields[3], index))
                     continue
             except ValueError:
                 pass
@@ -312,7 +373,9 @@ class Fleet:
         every_ms: int,
         window_s: float,
         until_ms: int,
+        jobs: int = 1,
     ) -> None:
+        self.jobs = jobs
         self.procs = procs
         self.outs = outs
         self.errs = errs
@@ -394,12 +457,18 @@ class Fleet:
             returncodes=[p.returncode for p in self.procs],
             stderr=[e.read_text(errors="replace") if e.exists() else "" for e in self.errs],
             elapsed_s=time.monotonic() - self._began,
+            jobs=self.jobs,
         )
         parse_records(self.outs, result)
         if reader is not None:
             span_ms = self.until_ms - (min(result.starts) if result.starts else self.until_ms)
             limit = max(2000, 2 * span_ms // self.every_ms + 100)
-            result.history = read_history(reader, self.job, limit)
+            if self.jobs == 1:
+                result.history = read_history(reader, self.job, limit)
+            else:
+                step = max(1, self.jobs // HISTORY_SAMPLE)
+                for index in sorted({*range(0, self.jobs, step), self.jobs - 1}):
+                    result.histories[index] = read_history(reader, result.job_name(index), limit)
         return result
 
 
@@ -434,6 +503,7 @@ def start_fleet(
     job_options: Mapping[str, object] | None = None,
     log_level: str = "WARNING",
     env: Mapping[str, str] | None = None,
+    jobs: int = 1,
 ) -> Fleet:
     """Start the fleet's processes and return at once; see :func:`run_fleet` for the arguments.
 
@@ -444,8 +514,8 @@ def start_fleet(
     """
     if (backend is None) == (factory is None):
         raise ValueError("give either a backend URL or a factory 'module:function'")
-    if processes < 1 or every_ms < 1 or window_s <= 0:
-        raise ValueError("processes, every_ms and window_s must be positive")
+    if processes < 1 or every_ms < 1 or window_s <= 0 or jobs < 1:
+        raise ValueError("processes, every_ms, window_s and jobs must be positive")
     job = job or f"fleet-{uuid.uuid4().hex[:8]}"
     tmp = Path(tmp_path)
     tmp.mkdir(parents=True, exist_ok=True)
@@ -455,7 +525,7 @@ def start_fleet(
         *(["--backend", backend] if backend is not None else ["--factory", str(factory)]),
         *["--job", job, "--until-ms", str(until_ms)],
         *["--every", f"{every_ms}ms", "--jitter", f"{jitter_ms}ms"],
-        *["--handler-ms", str(handler_ms), "--log-level", log_level],
+        *["--handler-ms", str(handler_ms), "--log-level", log_level, "--jobs", str(jobs)],
         *_options("--factory-arg", factory_args),
         *_options("--scheduler-option", scheduler_options),
         *_options("--job-option", job_options),
@@ -488,7 +558,14 @@ def start_fleet(
             proc.wait()
         raise
     return Fleet(
-        procs, outs, errs, job=job, every_ms=every_ms, window_s=window_s, until_ms=until_ms
+        procs,
+        outs,
+        errs,
+        job=job,
+        every_ms=every_ms,
+        window_s=window_s,
+        until_ms=until_ms,
+        jobs=jobs,
     )
 
 
@@ -511,6 +588,7 @@ def run_fleet(
     log_level: str = "WARNING",
     env: Mapping[str, str] | None = None,
     check: bool = True,
+    jobs: int = 1,
 ) -> FleetResult:
     """Run ``processes`` schedulers on one store for ``window_s`` together; check exactly once.
 
@@ -528,6 +606,8 @@ def run_fleet(
       ``heartbeat``; ``stop_grace`` defaults to 2 s); ``job_options``:
       keywords of ``every()`` (``overlap``, ``max_attempts``...).
     - ``log_level``: the workers' log level (their log is in ``FleetResult.stderr``).
+    - ``jobs``: how many such jobs each process declares (``<job>-<i>``);
+      every job-slot of the window must then run exactly once.
     - ``check``: call :meth:`FleetResult.assert_exactly_once` before returning.
 
     Processes still running 40 s after the fleet's end are killed (and fail
@@ -549,6 +629,7 @@ def run_fleet(
         job_options=job_options,
         log_level=log_level,
         env=env,
+        jobs=jobs,
     )
     with fleet:
         result = fleet.wait(reader=reader)
@@ -583,9 +664,9 @@ def _build_backend(args: argparse.Namespace) -> Backend:
     return built
 
 
-def _record(out: str, text: str) -> None:
-    with open(out, "a", buffering=1) as f:
-        f.write(text + "\n")
+def _record(out: Any, text: str) -> None:
+    """Append one line (``out`` is line-buffered: each record reaches the OS at once)."""
+    out.write(text + "\n")
 
 
 async def _store_ms(backend: Backend) -> int:
@@ -597,21 +678,26 @@ async def _work(args: argparse.Namespace) -> None:
     backend = _build_backend(args)
     options: dict[str, Any] = {"stop_grace": 2, **dict(args.scheduler_option)}
     scheduler = Scheduler(backend, instance_id=args.instance, **options)
-    out: str = args.out
+    out = open(args.out, "a", buffering=1)  # noqa: SIM115, ASYNC230 (once, closed below)
     handler_s = args.handler_ms / 1000
+    count: int = args.jobs
+    names = [args.job] if count == 1 else [f"{args.job}-{i}" for i in range(count)]
+    index = {name: f" {i}" if count > 1 else "" for i, name in enumerate(names)}
 
     async def handler(ctx: RunContext) -> None:
-        _record(out, f"run {ctx.slot} {ctx.attempt} {ctx.instance_id}")
+        _record(out, f"run {ctx.slot} {ctx.attempt} {ctx.instance_id}{index[ctx.job]}")
         if handler_s:
             await asyncio.sleep(handler_s)
 
-    scheduler.every(args.job, args.every, handler, jitter=args.jitter, **dict(args.job_option))
+    for name in names:
+        scheduler.every(name, args.every, handler, jitter=args.jitter, **dict(args.job_option))
     try:
         async with scheduler:
             _record(out, f"start {await _store_ms(backend)}")
             await asyncio.sleep(max(0.0, args.until_ms / 1000 - time.time()))
             _record(out, f"stop {await _store_ms(backend)}")
     finally:
+        out.close()
         await backend.close()
 
 
@@ -633,6 +719,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--every", default="200ms", help="the job's interval")
     worker.add_argument("--jitter", default="50ms", help="the job's jitter")
     worker.add_argument("--handler-ms", type=int, default=0, help="how long each run sleeps")
+    worker.add_argument("--jobs", type=int, default=1, help="how many jobs (<job>-<i> if > 1)")
     worker.add_argument("--scheduler-option", type=_key_value, action="append", default=[])
     worker.add_argument("--job-option", type=_key_value, action="append", default=[])
     worker.add_argument("--log-level", default="WARNING")
