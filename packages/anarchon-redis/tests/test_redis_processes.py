@@ -24,12 +24,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from anarchon.testing.fleet import run_fleet
+from anarchon.testing.fleet import Fleet, read_history, run_fleet, start_fleet
 from anarchon.types import RunRecord
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
@@ -67,42 +67,6 @@ def _history(backend: RedisBackendBase, job: str, limit: int) -> list[RunRecord]
             await backend.close()
 
     return asyncio.run(read())
-
-
-def _reap(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
-    try:
-        for proc in procs:
-            proc.wait(timeout=timeout)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-
-
-class _Fleet:
-    """What one fleet run wrote: starts, stops and runs per label."""
-
-    def __init__(self, outs: list[Path]) -> None:
-        self.starts: dict[str, list[int]] = defaultdict(list)
-        self.stops: dict[str, list[int]] = defaultdict(list)
-        self.runs: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
-        for out in outs:
-            for fields in _lines(out):
-                if fields[0] == "start":
-                    self.starts[fields[1]].append(int(fields[2]))
-                elif fields[0] == "stop":
-                    self.stops[fields[1]].append(int(fields[2]))
-                elif fields[0] == "run":
-                    self.runs[fields[1]].append((int(fields[2]), int(fields[3]), fields[4]))
-
-    def window(self, label: str, processes: int) -> list[int]:
-        """The slots well inside the time every process ran."""
-        assert len(self.starts[label]) == processes, label
-        assert len(self.stops[label]) == processes, label
-        first = (max(self.starts[label]) // PERIOD_MS + 3) * PERIOD_MS
-        last = (min(self.stops[label]) // PERIOD_MS - 3) * PERIOD_MS
-        return list(range(first, last + 1, PERIOD_MS))
 
 
 # 8 processes, exactly once (the shared harness, anarchon.testing.fleet) -----------------
@@ -263,50 +227,48 @@ RESTART_PROCESSES = 4
 def test_server_restart_no_double_run_one_log_and_recovery(
     persistent_redis: Server, tmp_path: Path
 ) -> None:
+    """Two fleets (lease, stream-id) of 4 processes; the server is killed and restarted mid-run."""
     server = persistent_redis
-    suffix = uuid.uuid4().hex[:8]
-    labels = {"lease": f"restart-lease-{suffix}", "stream-id": f"restart-stream-{suffix}"}
-    # The lease outlives the outage plus the scheduler's backoff, so no backup takes over.
-    specs = [
-        f"{strategy}|redis|{strategy}|{server.url}|{job}|10s|2s" for strategy, job in labels.items()
-    ]
     startup_s, before_s, outage_s, after_s = 8.0, 4.0, 2.0, 6.0
-    until_ms = int((time.time() + startup_s + before_s + outage_s + after_s) * 1000)
-    outs = [tmp_path / f"worker-{i}.txt" for i in range(RESTART_PROCESSES)]
-    errs = [tmp_path / f"worker-{i}.err" for i in range(RESTART_PROCESSES)]
-    procs = [
-        _spawn("fleet", f"proc-{i}", str(until_ms), str(out), "100", *specs, stderr=err)
-        for i, (out, err) in enumerate(zip(outs, errs, strict=True))
-    ]
+    fleets: dict[str, Fleet] = {}
+    urls = {strategy: _url(server, strategy) for strategy in ("lease", "stream-id")}
     try:
-        deadline = time.monotonic() + startup_s + 20
-        while sum(1 for out in outs for f in _lines(out) if f[0] == "start") < 2 * len(outs):
-            assert time.monotonic() < deadline, "workers did not start"
-            assert all(p.poll() is None for p in procs), [e.read_text() for e in errs]
-            time.sleep(0.05)
+        for strategy, url in urls.items():
+            # The lease outlives the outage plus the scheduler's backoff: no backup takes over.
+            fleets[strategy] = start_fleet(
+                url,
+                tmp_path=tmp_path / strategy,
+                processes=RESTART_PROCESSES,
+                window_s=before_s + outage_s + after_s,
+                startup_s=startup_s,
+                every_ms=PERIOD_MS,
+                jitter_ms=50,
+                handler_ms=100,
+                scheduler_options={"lease": "10s", "heartbeat": "2s"}
+                if strategy == "lease"
+                else None,
+                job_options={"overlap": True} if strategy == "lease" else None,
+                log_level="INFO",
+            )
+        for found in fleets.values():
+            found.wait_started(startup_s + 20)
         time.sleep(before_s)
         server.kill()  # a crash while handlers run and claims are in flight
         down_ms = int(time.time() * 1000)
         time.sleep(outage_s)
         server.start()
         up_ms = int(time.time() * 1000)
-        _reap(procs, until_ms / 1000 - time.time() + 40)
+        results = {strategy: found.wait() for strategy, found in fleets.items()}
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    logs = [err.read_text() for err in errs]
-    for proc, log in zip(procs, logs, strict=True):
-        assert proc.returncode == 0, log[-3000:]
+        for found in fleets.values():
+            found.kill()
 
-    fleet = _Fleet(outs)
-    for strategy, job in labels.items():
-        runs = fleet.runs[strategy]
-        ran = Counter(slot for slot, _a, _i in runs)
+    for strategy, result in results.items():
+        assert result.returncodes == [0] * RESTART_PROCESSES, result.stderr
+        ran = Counter(r.slot for r in result.runs)
         duplicates = {slot: n for slot, n in ran.items() if n > 1}
         assert not duplicates, f"{strategy}: slots run more than once: {duplicates}"
-        window = fleet.window(strategy, RESTART_PROCESSES)
+        window = result.window
         after = [s for s in window if s >= up_ms + 3000]
         assert after, "the run did not go on long enough after the restart"
         assert all(ran[s] == 1 for s in after), f"{strategy}: did not resume on its own"
@@ -321,16 +283,12 @@ def test_server_restart_no_double_run_one_log_and_recovery(
             # Slots due during the outage are claimed late, once the store is back.
             missed = [s for s in window if ran[s] == 0]
             assert not missed, f"lease: {len(missed)} slots never ran: {missed[:10]}"
-        for i, log in enumerate(logs):
-            outages = [
-                line
-                for line in log.splitlines()
-                if line.startswith(f"{strategy} ") and "unreachable" in line
-            ]
+        for i, log in enumerate(result.stderr):
+            outages = [line for line in log.splitlines() if "retrying with backoff" in line]
             assert len(outages) == 1, (
                 f"proc-{i} {strategy}: outage logged {len(outages)} times:\n{log}"
             )
-            assert f"{strategy} INFO anarchon: store redis reachable again" in log, log
-        records = _history(RedisBackend(server.url, strategy=strategy), job, 2000)
+            assert "anarchon: store redis reachable again" in log, log
+        records = read_history(urls[strategy], result.job, 2000)
         per_slot = Counter(r.slot for r in records if not r.manual)
         assert set(per_slot.values()) == {1}, f"{strategy}: history has a slot twice"
