@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fleet_counting
 from fleet_common import Tally, aligned_start, read_plan, window_slots, write_result
-from fleet_raw import Side, reference
+from fleet_raw import Side, reference, store_side_batch_ops
 from fleet_stores import KINDS, PostgresStore, Store, open_store
 
 HERE = Path(__file__).resolve().parent
@@ -117,6 +117,8 @@ class FleetFigures:
     warning_sample: list[str] = field(default_factory=list)
     error: str = ""
     load: str = ""
+    starts_recorded: int = 0
+    """Every handler start the processes recorded, in the window or not (warm-up, drain)."""
     startup_s: float = math.nan
     """The slowest process: from its start to its scheduler running (jobs declared, store ready)."""
     stop_s: float = math.nan
@@ -277,6 +279,7 @@ def run_fleet(
         figures.cpu_us_per_slot.append((s1["cpu"] - s0["cpu"]) * 1e6 / tally.expected)
         for key, value in s1["counters"].items():
             client[key] = client.get(key, 0.0) + value - s0["counters"].get(key, 0.0)
+    figures.starts_recorded = sum(len(r["starts"]) for r in results)
     figures.startup_s = max(r["ready"] - r["began"] for r in results)
     figures.stop_s = max(r.get("stopped", math.inf) - r["stopping"] for r in results)
     figures.expected, figures.distinct = tally.expected, tally.distinct
@@ -367,7 +370,7 @@ def print_fleet(f: FleetFigures) -> None:
     print(
         f"{'':<4}{f.expected:,} job-slots due in {f.window_slots} slots ({f.offered_per_s:,.0f}/s"
         f" offered); CPU µs/slot per process: {per_proc}{'; ' + extra if extra else ''};"
-        f" start-up {f.startup_s:.1f} s, stop"
+        f" {f.starts_recorded:,} starts recorded in all; start-up {f.startup_s:.1f} s, stop"
         f" {f'{f.stop_s:.1f} s' if math.isfinite(f.stop_s) else 'not done (killed)'}; {f.load}",
         flush=True,
     )
@@ -560,6 +563,9 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         for side in sides:
                             print_side(side)
+                        ops = store_side_batch_ops(kind, url)
+                        entry["store_side_ops"] = ops
+                        print(f"store-side claim code of the installed backend: {ops}", flush=True)
                         entry["reference"] = [
                             asdict(s) | {"rate": s.rate, "cpu_us": s.cpu_us} for s in sides
                         ]
