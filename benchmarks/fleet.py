@@ -64,6 +64,8 @@ PEER_REQUIREMENTS = (
     "asyncpg",
 )
 PEER_PROCESSES = 2
+DEFAULT_PEER_JOBS = 1000
+"""APScheduler 4 added about 25 schedules per second on the loaded 2-core VM: 10,000 took minutes."""
 DEFAULT_PEER_VENV = Path.home() / ".cache" / "anarchon-bench" / "apscheduler4"
 
 
@@ -462,6 +464,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-peer", action="store_true", help="skip APScheduler 4 (b)")
     parser.add_argument("--peer-only", action="store_true", help="only APScheduler 4 (b)")
     parser.add_argument("--peer-venv", type=Path, default=DEFAULT_PEER_VENV)
+    parser.add_argument(
+        "--peer-jobs",
+        type=int,
+        default=DEFAULT_PEER_JOBS,
+        help=f"cap on the peer's J (default {DEFAULT_PEER_JOBS}: it adds ~25 schedules/s here)",
+    )
     parser.add_argument("--chunk", type=int, default=500, help="reference batch size")
     parser.add_argument("--raw-items", type=int, help="reference claims per side and round")
     parser.add_argument("--raw-seconds", type=float, help="reference time bound per side/round")
@@ -571,7 +579,14 @@ def main(argv: list[str] | None = None) -> int:
                         ]
                         entry["ratios"] = print_ratios(fleet, sides)
                     if peer is not None and isinstance(store, PostgresStore):
-                        peer_shape = Shape(PEER_PROCESSES, shape.jobs, shape.every_s)
+                        peer_jobs = min(shape.jobs, args.peer_jobs)
+                        peer_shape = Shape(PEER_PROCESSES, peer_jobs, shape.every_s)
+                        if peer_jobs < shape.jobs:
+                            print(
+                                f"peer: {peer_shape} (J capped by --peer-jobs: APScheduler 4"
+                                " adds schedules one transaction at a time)",
+                                flush=True,
+                            )
                         peer_url = store.new_database(f"peer_{n}")
                         try:
                             aps = run_fleet(
