@@ -500,6 +500,138 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _failed(store: Store, shape: Shape, side: str, error: Exception) -> FleetFigures:
+    return FleetFigures(
+        store.label,
+        str(shape),
+        side,
+        shape.processes,
+        shape.jobs,
+        shape.every_s,
+        0,
+        error=f"failed: {error}",
+    )
+
+
+def bench_anarchon(
+    args: argparse.Namespace, store: Store, url: str, shape: Shape, workdir: Path
+) -> FleetFigures:
+    """The anarchon fleet of ``shape`` on ``url``, printed."""
+    try:
+        fleet = run_fleet(
+            store,
+            url,
+            shape,
+            side="anarchon",
+            python=sys.executable,
+            worker=HERE / "fleet_worker.py",
+            window_s=args.window,
+            ready_timeout_s=args.ready_timeout,
+            drain_s=args.drain,
+            workdir=workdir,
+        )
+    except Exception as error:
+        fleet = _failed(store, shape, "anarchon", error)
+    print_fleet(fleet)
+    return fleet
+
+
+def bench_reference(
+    args: argparse.Namespace, store: Store, url: str, shape: Shape, fleet: FleetFigures | None
+) -> dict[str, Any]:
+    """(a): the backend's batch claim and the raw claims on ``url``, printed, with ratios."""
+    items = args.raw_items or (min(shape.jobs, 500) if args.quick else shape.jobs)
+    sides = asyncio.run(reference(store, url, items, args.chunk, args.raw_seconds))
+    for side in sides:
+        print_side(side)
+    ops = store_side_batch_ops(store.kind, url)
+    print(f"store-side claim code of the installed backend: {ops}", flush=True)
+    return {
+        "store_side_ops": ops,
+        "reference": [asdict(s) | {"rate": s.rate, "cpu_us": s.cpu_us} for s in sides],
+        "ratios": print_ratios(fleet, sides),
+    }
+
+
+def bench_peer(
+    args: argparse.Namespace,
+    store: PostgresStore,
+    shape: Shape,
+    n: int,
+    python: str,
+    workdir: Path,
+    fleet: FleetFigures | None,
+) -> tuple[FleetFigures, dict[str, float]]:
+    """(b): APScheduler 4 with ``PEER_PROCESSES`` processes on a database of its own, printed."""
+    peer_shape = Shape(PEER_PROCESSES, min(shape.jobs, args.peer_jobs), shape.every_s)
+    if peer_shape.jobs < shape.jobs:
+        print(
+            f"peer: {peer_shape} (J capped by --peer-jobs: APScheduler 4"
+            " adds schedules one transaction at a time)",
+            flush=True,
+        )
+    side = f"APScheduler {PEER_VERSION} {peer_shape.processes}p"
+    try:
+        aps = run_fleet(
+            store,
+            store.new_database(f"peer_{n}"),
+            peer_shape,
+            side=side,
+            python=python,
+            worker=HERE / "fleet_apscheduler.py",
+            window_s=args.window,
+            ready_timeout_s=args.ready_timeout,
+            drain_s=args.drain,
+            workdir=workdir,
+            first_alone=True,
+        )
+    except Exception as error:
+        aps = _failed(store, peer_shape, side, error)
+    print_fleet(aps)
+    ratios: dict[str, float] = {}
+    if fleet is not None and aps.expected and fleet.expected:
+        ratios["fleet_cpu_vs_peer_cpu"] = r = ratio(fleet.cpu_us, aps.cpu_us)
+        print(
+            f"ratios: anarchon CPU per job-slot / APScheduler's = {r:.2f};"
+            f" slots run: anarchon {fleet.run_share:.1%}, APScheduler {aps.run_share:.1%}",
+            flush=True,
+        )
+    return aps, ratios
+
+
+def bench_store(
+    args: argparse.Namespace, kind: str, peer: str | None, tmp: Path
+) -> list[dict[str, Any]]:
+    """Every shape on one store (its server started and stopped here)."""
+    entries: list[dict[str, Any]] = []
+    store = open_store(kind)
+    try:
+        print(f"\n== {store.label}; round trips = {store.round_trips_are}", flush=True)
+        for n, shape in enumerate(args.shapes):
+            print(
+                f"-- {shape}: {shape.processes} processes x {shape.jobs:,} jobs"
+                f" every {shape.every_s:g} s, window {args.window:g} s",
+                flush=True,
+            )
+            print(HEADER, flush=True)
+            entry: dict[str, Any] = {"store": kind, "label": store.label, "shape": str(shape)}
+            fleet: FleetFigures | None = None
+            url = store.url()
+            if not args.peer_only:
+                fleet = bench_anarchon(args, store, url, shape, tmp / f"{kind}-{n}")
+                entry["anarchon"] = asdict(fleet) | {"cpu_us": fleet.cpu_us}
+                if not args.no_raw and kind != "memory":
+                    entry |= bench_reference(args, store, url, shape, fleet)
+            if peer is not None and isinstance(store, PostgresStore):
+                aps, ratios = bench_peer(args, store, shape, n, peer, tmp / f"peer-{n}", fleet)
+                entry["peer"] = asdict(aps) | {"cpu_us": aps.cpu_us}
+                entry.setdefault("ratios", {}).update(ratios)
+            entries.append(entry)
+    finally:
+        store.stop()
+    return entries
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print(
@@ -509,124 +641,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     fleet_counting.install("redis")  # the reference sides run in this process
     fleet_counting.install("sqlite")
-    report: list[dict[str, Any]] = []
     peer: str | None = None
     if "postgres" in args.kinds and not args.no_peer:
         try:
             peer = peer_python(args.peer_venv)
         except Exception as error:
             print(f"peer APScheduler {PEER_VERSION}: no venv ({error})", flush=True)
+    report: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="anarchon-fleet-") as tmp:
         for kind in args.kinds:
-            store = open_store(kind)
-            try:
-                print(f"\n== {store.label}; round trips = {store.round_trips_are}", flush=True)
-                for n, shape in enumerate(args.shapes):
-                    print(
-                        f"-- {shape}: {shape.processes} processes x {shape.jobs:,} jobs"
-                        f" every {shape.every_s:g} s, window {args.window:g} s",
-                        flush=True,
-                    )
-                    print(HEADER, flush=True)
-                    entry: dict[str, Any] = {
-                        "store": kind,
-                        "label": store.label,
-                        "shape": str(shape),
-                    }
-                    fleet: FleetFigures | None = None
-                    url = store.url()
-                    if not args.peer_only:
-                        try:
-                            fleet = run_fleet(
-                                store,
-                                url,
-                                shape,
-                                side="anarchon",
-                                python=sys.executable,
-                                worker=HERE / "fleet_worker.py",
-                                window_s=args.window,
-                                ready_timeout_s=args.ready_timeout,
-                                drain_s=args.drain,
-                                workdir=Path(tmp) / f"{kind}-{n}",
-                            )
-                        except Exception as error:
-                            fleet = FleetFigures(
-                                store.label,
-                                str(shape),
-                                "anarchon",
-                                shape.processes,
-                                shape.jobs,
-                                shape.every_s,
-                                0,
-                                error=f"failed: {error}",
-                            )
-                        print_fleet(fleet)
-                        entry["anarchon"] = asdict(fleet) | {"cpu_us": fleet.cpu_us}
-                    if not args.no_raw and not args.peer_only and kind != "memory":
-                        items = args.raw_items or (
-                            min(shape.jobs, 500) if args.quick else shape.jobs
-                        )
-                        sides = asyncio.run(
-                            reference(store, url, items, args.chunk, args.raw_seconds)
-                        )
-                        for side in sides:
-                            print_side(side)
-                        ops = store_side_batch_ops(kind, url)
-                        entry["store_side_ops"] = ops
-                        print(f"store-side claim code of the installed backend: {ops}", flush=True)
-                        entry["reference"] = [
-                            asdict(s) | {"rate": s.rate, "cpu_us": s.cpu_us} for s in sides
-                        ]
-                        entry["ratios"] = print_ratios(fleet, sides)
-                    if peer is not None and isinstance(store, PostgresStore):
-                        peer_jobs = min(shape.jobs, args.peer_jobs)
-                        peer_shape = Shape(PEER_PROCESSES, peer_jobs, shape.every_s)
-                        if peer_jobs < shape.jobs:
-                            print(
-                                f"peer: {peer_shape} (J capped by --peer-jobs: APScheduler 4"
-                                " adds schedules one transaction at a time)",
-                                flush=True,
-                            )
-                        peer_url = store.new_database(f"peer_{n}")
-                        try:
-                            aps = run_fleet(
-                                store,
-                                peer_url,
-                                peer_shape,
-                                side=f"APScheduler {PEER_VERSION} {peer_shape.processes}p",
-                                python=peer,
-                                worker=HERE / "fleet_apscheduler.py",
-                                window_s=args.window,
-                                ready_timeout_s=args.ready_timeout,
-                                drain_s=args.drain,
-                                workdir=Path(tmp) / f"peer-{n}",
-                                first_alone=True,
-                            )
-                        except Exception as error:
-                            aps = FleetFigures(
-                                store.label,
-                                str(peer_shape),
-                                "APScheduler",
-                                peer_shape.processes,
-                                shape.jobs,
-                                shape.every_s,
-                                0,
-                                error=f"failed: {error}",
-                            )
-                        print_fleet(aps)
-                        entry["peer"] = asdict(aps) | {"cpu_us": aps.cpu_us}
-                        if fleet is not None and aps.expected and fleet.expected:
-                            r = ratio(fleet.cpu_us, aps.cpu_us)
-                            entry.setdefault("ratios", {})["fleet_cpu_vs_peer_cpu"] = r
-                            print(
-                                f"ratios: anarchon CPU per job-slot / APScheduler's = {r:.2f};"
-                                f" slots run: anarchon {fleet.run_share:.1%},"
-                                f" APScheduler {aps.run_share:.1%}",
-                                flush=True,
-                            )
-                    report.append(entry)
-            finally:
-                store.stop()
+            report += bench_store(args, kind, peer, Path(tmp))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1, default=str))
     return 0
