@@ -121,6 +121,10 @@ class FleetFigures:
     load: str = ""
     starts_recorded: int = 0
     """Every handler start the processes recorded, in the window or not (warm-up, drain)."""
+    starts_before: int = 0
+    """Starts of slots before the window (the warm-up burst and earlier)."""
+    starts_after: int = 0
+    """Starts of slots after the window (during the drain)."""
     startup_s: float = math.nan
     """The slowest process: from its start to its scheduler running (jobs declared, store ready)."""
     stop_s: float = math.nan
@@ -282,6 +286,9 @@ def run_fleet(
         for key, value in s1["counters"].items():
             client[key] = client.get(key, 0.0) + value - s0["counters"].get(key, 0.0)
     figures.starts_recorded = sum(len(r["starts"]) for r in results)
+    window_first, window_last = tally.slots[0], tally.slots[-1]
+    figures.starts_before = sum(1 for r in results for s in r["starts"] if s[1] < window_first)
+    figures.starts_after = sum(1 for r in results for s in r["starts"] if s[1] > window_last)
     figures.startup_s = max(r["ready"] - r["began"] for r in results)
     figures.stop_s = max(r.get("stopped", math.inf) - r["stopping"] for r in results)
     figures.expected, figures.distinct = tally.expected, tally.distinct
@@ -372,7 +379,8 @@ def print_fleet(f: FleetFigures) -> None:
     print(
         f"{'':<4}{f.expected:,} job-slots due in {f.window_slots} slots ({f.offered_per_s:,.0f}/s"
         f" offered); CPU µs/slot per process: {per_proc}{'; ' + extra if extra else ''};"
-        f" {f.starts_recorded:,} starts recorded in all; start-up {f.startup_s:.1f} s, stop"
+        f" {f.starts_recorded:,} starts recorded in all ({f.starts_before:,} of earlier slots,"
+        f" {f.starts_after:,} of later ones); start-up {f.startup_s:.1f} s, stop"
         f" {f'{f.stop_s:.1f} s' if math.isfinite(f.stop_s) else 'not done (killed)'}; {f.load}",
         flush=True,
     )
