@@ -9,7 +9,10 @@ Each behaviour lives in one module:
 - :mod:`anarchon.leases`: the lease keeper (``heartbeat_many``, backups);
 - :mod:`anarchon.store_retry`: the store retry policy and the in-flight bound;
 - :mod:`anarchon.store_time`: store time (store clock at the last sync + monotonic time);
-- :mod:`anarchon.run_state`: the state of one run.
+- :mod:`anarchon.run_state`: the state of one run;
+- :mod:`anarchon.retry_step`: retries of failed handlers (the ``retry`` option);
+- :mod:`anarchon.one_off`: the single-slot schedule of ``at()``;
+- :mod:`anarchon.due`: ``run_due()``, which drives the parts without background loops (tests).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from anarchon.backend import Backend, RunStore
 from anarchon.claims import ClaimBatcher
@@ -36,10 +40,13 @@ from anarchon.errors import (
     UnsupportedError,
 )
 from anarchon.executor import RunExecutor
+from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job, build_job
 from anarchon.leases import LeaseKeeper
+from anarchon.one_off import Once
 from anarchon.registry import ENV_VAR, resolve_backend
 from anarchon.results import ResultBatcher
+from anarchon.retry_step import RetrySteps
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.scheduler_thread import SchedulerThread
 from anarchon.schedules import Cron, Every, Schedule
@@ -49,6 +56,9 @@ from anarchon.store_time import StoreTime
 from anarchon.tasks import TaskSet
 from anarchon.types import ClaimInput, RunRecord, StoredResult
 from anarchon.wakeup import WakeUpLoop
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "Scheduler", "SchedulerThread"]
 
@@ -180,17 +190,30 @@ class Scheduler:
 
     @overload
     def every(
-        self, name: str, interval: Duration | Every, handler: None = None, **options: Any
+        self,
+        name: str,
+        interval: Duration | Every,
+        handler: None = None,
+        **options: Unpack[JobOptions],
     ) -> Callable[[H], H]: ...
     @overload
-    def every(self, name: str, interval: Duration | Every, handler: H, **options: Any) -> H: ...
+    def every(
+        self, name: str, interval: Duration | Every, handler: H, **options: Unpack[JobOptions]
+    ) -> H: ...
 
     def every(
-        self, name: str, interval: Duration | Every, handler: H | None = None, **options: Any
+        self,
+        name: str,
+        interval: Duration | Every,
+        handler: H | None = None,
+        **options: Unpack[JobOptions],
     ) -> H | Callable[[H], H]:
-        """Register a job every ``interval`` (epoch-aligned); a decorator without ``handler``."""
+        """Register a job every ``interval`` (epoch-aligned); a decorator without ``handler``.
+
+        ``options`` are the job options (:class:`~anarchon.job_options.JobOptions`).
+        """
         schedule = interval if isinstance(interval, Every) else Every(interval)
-        return self._register(name, schedule, handler, options)
+        return self._register(name, schedule, handler, dict(options))
 
     @overload
     def cron(
@@ -200,11 +223,17 @@ class Scheduler:
         handler: None = None,
         *,
         tz: str = "UTC",
-        **options: Any,
+        **options: Unpack[JobOptions],
     ) -> Callable[[H], H]: ...
     @overload
     def cron(
-        self, name: str, expression: str | Cron, handler: H, *, tz: str = "UTC", **options: Any
+        self,
+        name: str,
+        expression: str | Cron,
+        handler: H,
+        *,
+        tz: str = "UTC",
+        **options: Unpack[JobOptions],
     ) -> H: ...
 
     def cron(
@@ -214,11 +243,40 @@ class Scheduler:
         handler: H | None = None,
         *,
         tz: str = "UTC",
-        **options: Any,
+        **options: Unpack[JobOptions],
     ) -> H | Callable[[H], H]:
         """Register a cron job (5 or 6 fields, seconds first) in zone ``tz``; a decorator without ``handler``."""
         schedule = expression if isinstance(expression, Cron) else Cron(expression, tz=tz)
-        return self._register(name, schedule, handler, options)
+        return self._register(name, schedule, handler, dict(options))
+
+    @overload
+    def at(
+        self,
+        name: str,
+        when: datetime | int,
+        handler: None = None,
+        **options: Unpack[JobOptions],
+    ) -> Callable[[H], H]: ...
+    @overload
+    def at(
+        self, name: str, when: datetime | int, handler: H, **options: Unpack[JobOptions]
+    ) -> H: ...
+
+    def at(
+        self,
+        name: str,
+        when: datetime | int,
+        handler: H | None = None,
+        **options: Unpack[JobOptions],
+    ) -> H | Callable[[H], H]:
+        """Register a one-off run at ``when`` (an aware datetime, or epoch ms); a decorator without ``handler``.
+
+        It runs once, on one instance of the fleet, claimed and leased like a
+        slot, and is recorded in history (docs/one-off-runs.md). Every instance
+        that declares it honours it; a restart after ``when`` still claims it
+        within ``max_late`` (or ``catch_up`` on lease backends).
+        """
+        return self._register(name, Once(when), handler, dict(options))
 
     def _register(
         self, name: str, schedule: Schedule, handler: H | None, options: dict[str, Any]
@@ -233,7 +291,9 @@ class Scheduler:
         self.add(name, schedule, handler, **options)
         return handler
 
-    def add(self, name: str, schedule: Schedule, handler: Handler, **options: Any) -> Job:
+    def add(
+        self, name: str, schedule: Schedule, handler: Handler, **options: Unpack[JobOptions]
+    ) -> Job:
         """Register a job with a schedule object; validated now, effective at once if started.
 
         Bad input and the backend's ``check_job`` refusal raise here, with
@@ -246,7 +306,14 @@ class Scheduler:
             raise InvalidJobError(
                 f"schedule of job {name!r} must be Every or Cron, got {schedule!r}"
             )
-        job = build_job(name, schedule, handler, options, leases=self.leases)
+        job = build_job(
+            name,
+            schedule,
+            handler,
+            dict(options),
+            leases=self.leases,
+            once=isinstance(schedule, Once),
+        )
         if name in self._jobs:
             raise DuplicateJobError(f"job {name!r} is already registered")
         window = self.backend.dedupe_window_ms
@@ -357,12 +424,23 @@ class Scheduler:
         batches = StoreBatches(self.backend, policy)
         tasks = self._tasks
         results: ResultBatcher
+        retries = RetrySteps(
+            backend=self.backend,
+            policy=policy,
+            instance_id=self.instance_id,
+            lease_ms=self.lease_ms,
+            clock=self.clock,
+            now_ms=self._time.now_ms,
+            new_token=_new_token,
+            log=self.log,
+        )
         executor = RunExecutor(
             instance_id=self.instance_id,
             now_ms=self._time.now_ms,
             tasks=tasks,
             log=self.log,
             on_ended=lambda run, outcome: results.submit(run, outcome),
+            retries=retries.run,
         )
         results = ResultBatcher(
             instance_id=self.instance_id,
