@@ -31,6 +31,7 @@ from anarchon.backend import Backend, RunStore
 from anarchon.claims import ClaimBatcher
 from anarchon.clock import Clock, SystemClock
 from anarchon.context import RunContext
+from anarchon.due import take_due
 from anarchon.durations import Duration, to_ms
 from anarchon.errors import (
     DedupeWindowError,
@@ -372,6 +373,26 @@ class Scheduler:
         """
         if self._started:
             raise InvalidConfigError("scheduler already started")
+        if self._parts is not None:
+            raise InvalidConfigError(
+                "this scheduler is driven by run_due(); call stop() before start()"
+            )
+        await self._open()
+        parts = self._parts
+        assert parts is not None
+        self._started = True
+        self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
+        if parts.keeper is not None:
+            self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
+        self.log.info(
+            "anarchon scheduler %s started on %s with %d job(s)",
+            self.instance_id,
+            self.backend.name,
+            len(self._jobs),
+        )
+
+    async def _open(self) -> None:
+        """Connect, build the parts and prepare the jobs (no background loop yet)."""
         from anarchon import _core
 
         if self._implicit_memory:
@@ -407,16 +428,6 @@ class Scheduler:
         except BaseException:
             self._parts = self._wakeups = None
             raise
-        self._started = True
-        self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
-        if parts.keeper is not None:
-            self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
-        self.log.info(
-            "anarchon scheduler %s started on %s with %d job(s)",
-            self.instance_id,
-            self.backend.name,
-            len(self._jobs),
-        )
 
     def _build(self, timetable: Any) -> _Parts:
         """The parts of a started scheduler, wired to each other."""
@@ -498,9 +509,64 @@ class Scheduler:
         )
         return _Parts(policy, claims, executor, results, keeper, wakeups)
 
+    async def run_due(self) -> list[RunRecord]:
+        """Claim and run every slot due by the clock now; return when they ended (for tests).
+
+        For a scheduler that is not started: its first call connects and
+        prepares the jobs, without any background loop, so a test advances
+        an :class:`anarchon.testing.FakeClock` and calls ``run_due()`` to run
+        exactly the slots up to the clock's time (docs/testing-your-jobs.md).
+        A slot is due at its scheduled time (jitter is not waited for);
+        slots more than ``max_late`` behind the clock are skipped, as
+        always. Returns the history records of the slots it ran (every
+        attempt), oldest first. ``stop()`` ends this mode.
+        """
+        if self._started:
+            raise InvalidConfigError(
+                "run_due() drives a scheduler that is not started; it was started with start()"
+            )
+        if self._parts is None:
+            await self._open()
+        parts = self._parts
+        assert parts is not None
+        for job in list(self._jobs.values()):
+            if job.enabled and job.name not in parts.wakeups.timetable:
+                await self._activate(job)
+        await self._sync_for_call(parts.policy)
+        runs = take_due(
+            parts.wakeups.timetable,
+            self._jobs,
+            self._time.now_ms(),
+            lambda job, slot, deadline: Run(
+                job, slot, _new_token(), deadline, leased=self._runs is not None
+            ),
+        )
+        parts.claims.submit(runs)
+        loop = asyncio.get_running_loop()
+        await self._drain(parts, loop.time() + 3600)
+        wanted: dict[str, set[int]] = {}
+        for run in runs:
+            wanted.setdefault(run.job.name, set()).add(run.slot)
+        records: list[RunRecord] = []
+        for name, slots in wanted.items():
+            known = self._jobs.get(name)
+            budget = known.attempt_budget if known is not None else 1
+            found = await self.backend.history(name, len(slots) * (budget + 1) + 10)
+            records.extend(r for r in found if r.slot in slots and not r.manual)
+        records.sort(key=lambda r: (r.slot, r.attempt, r.job))
+        return records
+
     async def stop(self) -> None:
         """Stop claiming, wait ``stop_grace`` for running handlers, then hand the rest over."""
         if not self._started:
+            manual = self._parts
+            if manual is not None:  # driven by run_due()
+                await self._drain(manual, asyncio.get_running_loop().time() + 5)
+                await self._tasks.cancel_loops()
+                self._parts = self._wakeups = None
+                if self._owns_backend:
+                    await self.backend.close()
+                    self._initialised = False
             return
         parts = self._parts
         assert parts is not None
