@@ -198,6 +198,11 @@ def _append(path: str, *fields: object) -> None:
         os.fsync(out.fileno())
 
 
+def _wait_for_file(path: Path) -> None:
+    while not path.exists():
+        time.sleep(0.05)
+
+
 async def _once(url: str, job: str, when: int, out: str, instance: str) -> None:
     scheduler = Scheduler(url, instance_id=instance)
 
@@ -206,10 +211,8 @@ async def _once(url: str, job: str, when: int, out: str, instance: str) -> None:
 
     scheduler.at(job, when, handler, jitter="500ms")
     await scheduler.start()
-    stop_file = Path(f"{Path(out).parent}/once.stop")
     try:
-        while not stop_file.exists():
-            await asyncio.sleep(0.05)
+        await asyncio.to_thread(_wait_for_file, Path(out).parent / "once.stop")
     finally:
         await scheduler.stop()
 
