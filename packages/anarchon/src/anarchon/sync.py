@@ -13,9 +13,8 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar, overload
-
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from anarchon.durations import Duration
 from anarchon.errors import InvalidConfigError
