@@ -1,6 +1,9 @@
 """Every Python example in README.md and docs/ runs (each in a fresh interpreter).
 
-Examples that build backends need no server: a backend connects on ``start()``.
+A block fenced as ```` ```python ```` runs; one fenced as ```` ```py ```` is
+highlighted as Python but not run (code that needs software this repository does
+not depend on, such as celery beat, or a fragment). Examples that build backends
+need no server: a backend connects on ``start()``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,14 @@ EXAMPLES = _examples()
 
 def test_examples_were_found() -> None:
     assert len(EXAMPLES) >= 8
+
+
+def test_migration_pages_run_both_sides() -> None:
+    """The APScheduler page runs the peer's code too (APScheduler 3 is a dev dependency)."""
+    found = dict(EXAMPLES)
+    assert "from apscheduler." in found["migrating/apscheduler.md#1"]
+    assert "from anarchon import" in found["migrating/apscheduler.md#2"]
+    assert any(where.startswith("migrating/celery-beat.md#") for where in found)
 
 
 @pytest.mark.parametrize(("where", "code"), EXAMPLES, ids=[where for where, _ in EXAMPLES])

@@ -1,10 +1,11 @@
-"""A griffe extension for the API reference: Sphinx roles in docstrings become inline code.
+"""A griffe extension for the API reference: reStructuredText bits of docstrings made Markdown.
 
 The docstrings use reStructuredText roles (``:class:`~anarchon.types.RunRecord```,
 ``:meth:`start```) that Markdown would show verbatim. This turns each into inline
 code, keeping only the last part of the name when the target starts with ``~``
-(as Sphinx shows it). Loaded by ``mkdocs.yml`` (``extensions:``); not part of
-any package.
+(as Sphinx shows it), and a paragraph's closing ``::`` (which introduces an
+indented code block) into ``:``. Loaded by ``mkdocs.yml`` (``extensions:``); not
+part of any package.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import griffe
 
 _ROLE = re.compile(r":(?:py:)?(?:class|meth|func|attr|mod|exc|data|obj|const):`([^`]+)`")
+_LITERAL_MARKER = re.compile(r"(\S)::$", re.MULTILINE)
 
 
 def _shown(match: re.Match[str]) -> str:
@@ -28,8 +30,8 @@ def _shown(match: re.Match[str]) -> str:
 
 
 def plain_roles(text: str) -> str:
-    """``text`` with every Sphinx cross-reference role replaced by inline code."""
-    return _ROLE.sub(_shown, text)
+    """``text`` with Sphinx roles as inline code and ``text::`` as ``text:``."""
+    return _LITERAL_MARKER.sub(r"\1:", _ROLE.sub(_shown, text))
 
 
 class RstRoles(griffe.Extension):
