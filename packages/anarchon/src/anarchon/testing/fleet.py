@@ -25,10 +25,6 @@ options, as a factory ``"module:function"`` called with ``factory_args``
 keywords that returns a :class:`~anarchon.Backend`. The factory's module must
 be importable in the child processes: the parent's ``sys.path`` is passed on.
 
-With ``jobs=N`` (N > 1) each process declares N such jobs (``<job>-0`` to
-``<job>-<N-1>``) and every job-slot of the window must run exactly once; the
-history checks then read a sample of the jobs (``HISTORY_SAMPLE``).
-
 Each process is the worker of this module::
 
     python -m anarchon.testing.fleet worker (--backend URL | --factory MOD:FUNC)
@@ -90,9 +86,6 @@ __all__ = [
 
 EDGE_SLOTS = 3
 """Slots left out at each end of the common window (processes starting or stopping)."""
-
-HISTORY_SAMPLE = 8
-"""With several jobs per process: how many of them (spread evenly) get the history checks."""
 
 STDERR_TAIL = 3000
 """How much of a failed process's stderr an assertion message shows."""
@@ -252,17 +245,12 @@ class FleetResult:
                 problems.append(
                     f"only {sorted(instances)} won slots of the window: the race was not exercised"
                 )
-        if self.history is not None and window and self.jobs == 1:
-            problems.extend(self._history_problems(window, self.history, 0))
-        for index, history in sorted(self.histories.items()):
-            if window:
-                found = self._history_problems(window, history, index)
-                problems.extend(f"job {self.job_name(index)}: {p}" for p in found)
+        if self.history is not None and window:
+            problems.extend(self._history_problems(window))
         return problems
 
-    def _history_problems(
-        self, window: list[int], history: list[RunRecord], index: int
-    ) -> list[str]:
+    def _history_problems(self, window: list[int]) -> list[str]:
+        assert self.history is not None
         problems: list[str] = []
         names = self.job_names()
         for job in names:
@@ -351,9 +339,8 @@ def parse_records(paths: Sequence[Path | str], result: FleetResult) -> FleetResu
                 if fields[0] == "stop" and len(fields) == 2:
                     result.stops.append(int(fields[1]))
                     continue
-                if fields[0] == "run" and len(fields) in (4, 5):
-                    index = int(fields[4]) if len(fields) == 5 else 0
-                    result.runs.append(FleetRun(int(fields[1]), int(fields[2]), fields[3], index))
+                if fields[0] == "run" and len(fields) == 4:
+                    result.runs.append(FleetRun(int(fields[1]), int(fields[2]), fields[3]))
                     continue
                 if fields[0] == "run" and len(fields) == 6:
                     slot, attempt, instance, started, job = fields[1:]
@@ -392,7 +379,6 @@ class Fleet:
         until_ms: int,
         jobs: int = 1,
     ) -> None:
-        self.jobs = jobs
         self.procs = procs
         self.jobs = job_names(job, jobs)
         self.outs = outs
@@ -637,8 +623,6 @@ def run_fleet(
       ``heartbeat``; ``stop_grace`` defaults to 2 s); ``job_options``:
       keywords of ``every()`` (``overlap``, ``max_attempts``...).
     - ``log_level``: the workers' log level (their log is in ``FleetResult.stderr``).
-    - ``jobs``: how many such jobs each process declares (``<job>-<i>``);
-      every job-slot of the window must then run exactly once.
     - ``check``: call :meth:`FleetResult.assert_exactly_once` before returning.
     - ``jobs``: identical jobs per process (``<job>-0`` ...; each checked).
     - ``clock_skews_ms``: process ``i`` runs with its clock shifted by
@@ -715,9 +699,6 @@ async def _work(args: argparse.Namespace, out: IO[str]) -> None:
         options["clock"] = SkewedClock(args.clock_skew_ms)
     scheduler = Scheduler(backend, instance_id=args.instance, **options)
     handler_s = args.handler_ms / 1000
-    count: int = args.jobs
-    names = [args.job] if count == 1 else [f"{args.job}-{i}" for i in range(count)]
-    index = {name: f" {i}" if count > 1 else "" for i, name in enumerate(names)}
 
     async def handler(ctx: RunContext) -> None:
         started = time.time_ns() // 1_000_000
@@ -733,7 +714,6 @@ async def _work(args: argparse.Namespace, out: IO[str]) -> None:
             await asyncio.sleep(max(0.0, args.until_ms / 1000 - time.time()))
             _record(out, f"stop {await _store_ms(backend)}")
     finally:
-        out.close()
         await backend.close()
 
 
