@@ -126,3 +126,20 @@ def test_fake_clock_moves_only_forward() -> None:
         FakeClock("yesterday")
     with pytest.raises(InvalidConfigError):
         FakeClock(datetime(2026, 1, 1))  # naive
+
+
+async def test_a_missed_one_off_run_is_caught_up_on_start_within_catch_up() -> None:
+    clock = FakeClock("2026-03-01T12:00:00+00:00")
+    when = datetime(2026, 3, 1, 11, 0, tzinfo=timezone.utc)  # an hour ago
+    caught = _scheduler(clock)
+    calls: list[int] = []
+    caught.at("report", when, lambda ctx: calls.append(ctx.slot), catch_up="2h")
+    missed = _scheduler(clock)
+    missed.at("report", when, lambda ctx: calls.append(ctx.slot))  # max_late 60 s only
+    assert await missed.run_due() == []
+    ran = await caught.run_due()
+    assert [(r.slot, r.status) for r in ran] == [(int(when.timestamp() * 1000), "ok")]
+    assert await caught.run_due() == []
+    await caught.stop()
+    await missed.stop()
+    assert len(calls) == 1

@@ -23,7 +23,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -176,6 +176,8 @@ class Scheduler:
         self._started = False
         self._stopping = False
         self._initialised = False
+        self._due_log: list[Run] | None = None
+        """The runs submitted during ``run_due()`` (catch-up claims included), else None."""
 
     # Registration ----------------------------------------------------
 
@@ -505,7 +507,7 @@ class Scheduler:
             new_run=lambda job, slot, deadline: Run(
                 job, slot, _new_token(), deadline, leased=leased
             ),
-            submit=claims.submit,
+            submit=self._submitter(claims),
         )
         return _Parts(policy, claims, executor, results, keeper, wakeups)
 
@@ -525,15 +527,23 @@ class Scheduler:
             raise InvalidConfigError(
                 "run_due() drives a scheduler that is not started; it was started with start()"
             )
+        submitted: list[Run] = []
+        self._due_log = submitted
+        try:
+            return await self._run_due(submitted)
+        finally:
+            self._due_log = None
+
+    async def _run_due(self, submitted: list[Run]) -> list[RunRecord]:
         if self._parts is None:
             await self._open()
         parts = self._parts
         assert parts is not None
+        await self._sync_for_call(parts.policy)
         for job in list(self._jobs.values()):
             if job.enabled and job.name not in parts.wakeups.timetable:
                 await self._activate(job)
-        await self._sync_for_call(parts.policy)
-        runs = take_due(
+        due = take_due(
             parts.wakeups.timetable,
             self._jobs,
             self._time.now_ms(),
@@ -541,7 +551,8 @@ class Scheduler:
                 job, slot, _new_token(), deadline, leased=self._runs is not None
             ),
         )
-        parts.claims.submit(runs)
+        parts.claims.submit(due)
+        runs = [*submitted, *due]
         loop = asyncio.get_running_loop()
         await self._drain(parts, loop.time() + 3600)
         wanted: dict[str, set[int]] = {}
@@ -555,6 +566,16 @@ class Scheduler:
             records.extend(r for r in found if r.slot in slots and not r.manual)
         records.sort(key=lambda r: (r.slot, r.attempt, r.job))
         return records
+
+    def _submitter(self, claims: ClaimBatcher) -> Callable[[Sequence[Run]], None]:
+        """The wake-up loop's way to claim: the claim batcher (``run_due()`` also notes the runs)."""
+
+        def submit(runs: Sequence[Run]) -> None:
+            if self._due_log is not None:
+                self._due_log.extend(runs)
+            claims.submit(runs)
+
+        return submit
 
     async def stop(self) -> None:
         """Stop claiming, wait ``stop_grace`` for running handlers, then hand the rest over."""
