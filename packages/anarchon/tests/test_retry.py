@@ -206,3 +206,33 @@ def test_retry_needs_no_leases() -> None:
     scheduler.every("ok", "1s", FailsTwice(), retry=Retry())
     with pytest.raises(UnsupportedError):
         scheduler.every("no", "1s", FailsTwice(), max_attempts=2)
+
+
+async def test_a_stop_during_the_backoff_hands_the_slot_over() -> None:
+    backend = MemoryBackend()
+    first = FailsTwice(fails=100)
+    second = FailsTwice(fails=0)
+    a = Scheduler(backend, instance_id="a", stop_grace="200ms", **FAST)
+    b = Scheduler(backend, instance_id="b", **FAST)
+    a.every("handy", "1h", first, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
+    b.every("handy", "1h", second, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
+    await a.start()
+    await _until(lambda: len(first.calls) == 1)
+    await b.start()
+    await asyncio.sleep(0.1)  # b is a backup of attempt 2 (in its backoff)
+    await a.stop()
+    try:
+        await _until(lambda: len(second.calls) == 1, timeout=10)
+        for _ in range(200):
+            records = await b.history("handy", 10)
+            if records and records[0].status == "ok":
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await b.stop()
+    records = sorted(await b.history("handy", 10), key=lambda r: r.attempt)
+    assert [(r.attempt, r.status, r.reason, r.instance_id) for r in records] == [
+        (1, "error", "retried", "a"),
+        (2, "interrupted", "handed_over", "a"),
+        (3, "ok", None, "b"),
+    ]
