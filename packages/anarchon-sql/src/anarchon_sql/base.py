@@ -49,6 +49,7 @@ from anarchon.types import (
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
 )
 
@@ -57,6 +58,7 @@ from anarchon_sql.client import Row, SqlClient
 from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
 from anarchon_sql.driver_errors import is_connection_error, is_transient_sql_error, scrub
 from anarchon_sql.foreign import find_foreign_table
+from anarchon_sql.retry import retry_tx
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -387,6 +389,15 @@ class SqlRunStore(RunStore):
         b = self._backend
         client = await b._ready()
         return await b._in_transaction(client, lambda tx: b._release_tx(tx, job, int(slot), token))
+
+    native_retry = True
+
+    @store_call
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End a failed attempt and start the next under the same runner, in one transaction."""
+        b = self._backend
+        client = await b._ready()
+        return await b._in_transaction(client, lambda tx: retry_tx(b, tx, retry))
 
     @store_call
     async def now_ms(self) -> int:

@@ -30,6 +30,7 @@ from anarchon.types import (
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
 )
 
@@ -70,6 +71,48 @@ class RunStore(abc.ABC):
     @abc.abstractmethod
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job`` and whether each lease is live."""
+
+    # Optional members ---------------------------------------------------
+
+    native_retry: ClassVar[bool] = False
+    """True when :meth:`retry` is one atomic step in the store (not the fallback)."""
+
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End attempt ``retry.token`` after a handler error and start the next attempt.
+
+        In one atomic step, if ``retry.token`` still owns the running run and
+        fewer than ``retry.max_attempts`` attempts have started: the attempt
+        number goes up by one, the run belongs to ``retry.new_token`` and
+        ``retry.instance_id`` with a lease of store time + ``retry.lease_ms``,
+        a claim record of the new attempt is written, and the answer is
+        ``won``. A repeated call (``new_token`` already owns it) answers
+        ``won`` again. Otherwise: ``done`` (the run ended, or no attempts are
+        left) or ``running`` (another instance owns it). The scheduler then
+        stores the failed attempt's result itself (docs/leases.md, "Retries").
+
+        Default, for lease stores written before this member existed:
+        ``release()`` then a ``claim()`` with ``create=False`` and the new
+        token: two steps, so a backup may win the next attempt in between,
+        which the lease rules allow.
+        """
+        released = await self.release(retry.job, retry.slot, retry.token)
+        if not released:
+            return ClaimOutcome("done")
+        return await self.claim(
+            RunClaim(
+                job=retry.job,
+                slot=retry.slot,
+                token=retry.new_token,
+                instance_id=retry.instance_id,
+                lease_ms=retry.lease_ms,
+                max_attempts=retry.max_attempts,
+                overlap=True,
+                deadline_ms=None,
+                create=False,
+                history_size=retry.history_size,
+                history_ttl_ms=retry.history_ttl_ms,
+            )
+        )
 
     # Optional batch members (docs/extending.md, "Batch members") ----------
     # Each answers exactly what the same items answer one by one, in order.

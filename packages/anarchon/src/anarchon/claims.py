@@ -74,7 +74,7 @@ class ClaimBatcher:
             run.token,
             self.instance_id,
             self.lease_ms,
-            job.max_attempts,
+            job.attempt_budget,
             job.overlap,
             run.deadline_ms,
             not run.recheck,

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 from anarchon.backend import Backend, RunStore
 from anarchon.testing._batch import LEASE_KINDS, check_lease_batches, run_property, scenarios
-from anarchon.testing._support import ContractBase, new_job, new_token
+from anarchon.testing._support import new_job, new_token
+from anarchon.testing.retry_contract import RetryContract
 from anarchon.types import ClaimInput, ClaimOutcome, RunClaim, RunRecord, StoredResult
 
 __all__ = ["LeaseContract"]
@@ -56,7 +57,7 @@ async def _records(backend: Backend, job: str, slot: int) -> list[RunRecord]:
     return [r for r in await backend.history(job, 100) if r.slot == slot]
 
 
-class LeaseContract(ContractBase):
+class LeaseContract(RetryContract):
     """Contract tests for :class:`anarchon.RunStore` (``backend.runs``).
 
     Override the ``backend`` fixture (it must have ``runs``). ``lease_ms`` is
