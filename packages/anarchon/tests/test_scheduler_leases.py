@@ -1,4 +1,4 @@
-"""The scheduler's lease duties on the memory backend (SPEC §5): backups, takeover,
+"""The scheduler's lease duties on the memory backend (docs/leases.md): backups, takeover,
 bounded attempts, overlap, catch-up, hand-over, lost leases, timeouts, skewed clocks."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The in-process backend (SPEC §6 "Memory"): claims, history and leases in a dict.
+"""The in-process backend (docs/backends/memory.md): claims, history and leases in a dict.
 
 For tests, and for learning the contract. Everything lives in one process:
 schedulers on one event loop, on several loops (``start_in_thread``) or in
@@ -10,7 +10,7 @@ write.
 the process (instances of one program "share a store"); ``memory://`` a fresh
 one.
 
-Retention (SPEC §5): history is trimmed to about ``history_size`` runs per job
+Retention (docs/leases.md): history is trimmed to about ``history_size`` runs per job
 (between N and 2N) and by ``history_ttl`` when given, but the records of a run
 still in progress are never trimmed. Run state (what decides claims) is kept
 forever unless :meth:`MemoryBackend.check_job` told the backend how long late
@@ -70,7 +70,7 @@ class _WallClock:
 
 @dataclass(slots=True)
 class _RunState:
-    """The lease state of one ``(job, slot)`` (SPEC §5)."""
+    """The lease state of one ``(job, slot)`` (docs/leases.md)."""
 
     slot: int
     attempt: int
@@ -107,7 +107,7 @@ class _JobData:
 
 
 class MemoryRunStore(RunStore):
-    """Leases of the memory backend: the claim tree of SPEC §5, one locked step per call."""
+    """Leases of the memory backend: the claim tree of docs/leases.md, one locked step per call."""
 
     def __init__(self, clock: NowMs | None = None) -> None:
         self.clock: NowMs = clock if clock is not None else _WallClock()
@@ -117,7 +117,7 @@ class MemoryRunStore(RunStore):
     # RunStore ---------------------------------------------------------
 
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
-        """Walk the claim tree of SPEC §5 atomically and return its outcome."""
+        """Walk the claim tree of docs/leases.md atomically and return its outcome."""
         with self._lock:
             return self._claim_locked(claim)
 

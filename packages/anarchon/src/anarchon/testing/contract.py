@@ -1,4 +1,4 @@
-"""``BackendContract``: the behaviour every backend promises (SPEC §2, §4, §7).
+"""``BackendContract``: the behaviour every backend promises (docs/concepts.md, docs/extending.md).
 
 A backend's test module subclasses it and overrides the ``backend`` fixture::
 

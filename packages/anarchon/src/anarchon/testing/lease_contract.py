@@ -1,4 +1,4 @@
-"""``LeaseContract``: every branch of the lease claim tree (SPEC §5) for backends with ``runs``.
+"""``LeaseContract``: every branch of the lease claim tree (docs/leases.md) for backends with ``runs``.
 
 Expiry is provoked with short real leases (``lease_ms``, default 300 ms) and
 short sleeps, checked against the store's own clock (``runs.now_ms()``): the
