@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from anarchon.clock import Clock
+from anarchon.errors import BackendError
 from anarchon.run_state import Phase, Run
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import GAVE_UP, StorePolicy
@@ -154,8 +155,9 @@ class ClaimBatcher:
             for run in runs:
                 run.phase = Phase.ENDED
             return None
+        kept = set(current)
         for i, run in enumerate(runs):
-            if i not in set(current):
+            if i not in kept:
                 run.phase = Phase.ENDED
         return [runs[i] for i in current], [requests[i] for i in current], outcomes, sent
 
@@ -217,7 +219,7 @@ class ClaimBatcher:
             return
         won = set(winners)
         for i, run in enumerate(runs):
-            if i in won and not self.stopping:
+            if i in won:  # run even while stopping: without leases nobody else can
                 self.on_won(run, 1, 0.0)
             else:
                 run.phase = Phase.ENDED
@@ -232,6 +234,4 @@ class ClaimBatcher:
 
 
 def _count_error(got: int, sent: int) -> Exception:
-    from anarchon.errors import BackendError
-
     return BackendError(f"a batch member returned {got} answers for {sent} items")

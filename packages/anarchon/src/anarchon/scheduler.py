@@ -29,6 +29,7 @@ from anarchon.clock import Clock, SystemClock
 from anarchon.context import RunContext
 from anarchon.durations import Duration, to_ms
 from anarchon.errors import (
+    BackendUnavailableError,
     DedupeWindowError,
     DuplicateJobError,
     InvalidConfigError,
@@ -318,7 +319,8 @@ class Scheduler:
         self._stopping = False
         parts = self._build(_core.Timetable(self.instance_id))
         try:
-            await self._time.sync()
+            async with parts.policy.gate:
+                await self._time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -575,7 +577,8 @@ class Scheduler:
 
     async def _sync_for_call(self, policy: StorePolicy) -> None:
         try:
-            await self._time.sync()
+            async with policy.gate:
+                await self._time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -590,7 +593,8 @@ class Scheduler:
         running it is logged once at ERROR and the job is unregistered.
         """
         parts = self._parts
-        assert parts is not None
+        if parts is None:  # stopped before the activation ran
+            return
         try:
             prepared = await parts.policy.complete(
                 lambda: self.backend.prepare_job(job.name, job.history_size)
@@ -611,8 +615,6 @@ class Scheduler:
 
 
 def _gave_up(backend: Backend) -> Exception:
-    from anarchon.errors import BackendUnavailableError
-
     return BackendUnavailableError(f"store {backend.name} unreachable while stopping")
 
 
