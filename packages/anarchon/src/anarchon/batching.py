@@ -9,10 +9,10 @@ request order. Each item is atomic on its own; the batch as a whole is not
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["DEFAULT_FALLBACK_CONCURRENCY", "per_item"]
+__all__ = ["DEFAULT_FALLBACK_CONCURRENCY", "per_item", "result_of", "run_of"]
 
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
@@ -21,28 +21,74 @@ DEFAULT_FALLBACK_CONCURRENCY = 16
 """Single-item calls in flight at once when a batch member falls back to them."""
 
 
+class _AboutARun(Protocol):
+    @property
+    def job(self) -> str: ...
+    @property
+    def slot(self) -> int: ...
+
+
+class _AboutAResult(Protocol):
+    @property
+    def job(self) -> str: ...
+    @property
+    def result(self) -> Any: ...
+
+
+def run_of(item: _AboutARun) -> tuple[str, int]:
+    """The ``(job, slot)`` a claim, heartbeat or finish item is about (a ``per_item`` key)."""
+    return (item.job, item.slot)
+
+
+def result_of(write: _AboutAResult) -> tuple[str, int]:
+    """The ``(job, slot)`` a :class:`~anarchon.ResultWrite` is about (a ``per_item`` key)."""
+    return (write.job, write.result.slot)
+
+
 async def per_item(
     call: Callable[[Item], Awaitable[Answer]],
     items: Sequence[Item],
     limit: int = DEFAULT_FALLBACK_CONCURRENCY,
+    key: Callable[[Item], Hashable] | None = None,
 ) -> list[Answer]:
     """Answer ``call(item)`` for every item, with at most ``limit`` calls in flight.
 
-    Every call is awaited to its end; if any raised, the first error (in
-    request order) is raised after all of them have ended, so a caller that
-    retries the batch with the same tokens repeats only repeat-safe items.
+    Items with the same ``key`` (for example the same ``(job, slot)``) run one
+    after the other, in request order, so a batch that repeats an item answers
+    as the same calls made one by one would. Every call is awaited to its end;
+    if any raised, the first error (in request order) is raised after all of
+    them have ended, so a caller that retries the batch with the same tokens
+    repeats only repeat-safe items.
     """
     if not items:
         return []
     if len(items) == 1:
         return [await call(items[0])]
     gate = asyncio.Semaphore(max(1, limit))
+    before: list[asyncio.Future[None] | None] = [None] * len(items)
+    after: list[asyncio.Future[None] | None] = [None] * len(items)
+    if key is not None:
+        keys = [key(item) for item in items]
+        if len(set(keys)) < len(keys):
+            loop = asyncio.get_running_loop()
+            last: dict[Hashable, asyncio.Future[None]] = {}
+            for i, k in enumerate(keys):
+                before[i] = last.get(k)
+                last[k] = after[i] = loop.create_future()
 
-    async def one(item: Item) -> Answer:
-        async with gate:
-            return await call(item)
+    async def one(i: int) -> Answer:
+        waiting = before[i]
+        try:
+            if waiting is not None:
+                await asyncio.shield(waiting)
+            async with gate:
+                return await call(items[i])
+        finally:
+            done = after[i]
+            if done is not None and not done.done():
+                done.set_result(None)
 
-    answers = await asyncio.gather(*(one(item) for item in items), return_exceptions=True)
+    answers = await asyncio.gather(*(one(i) for i in range(len(items))), return_exceptions=True)
     for answer in answers:
         if isinstance(answer, BaseException):
             raise answer
