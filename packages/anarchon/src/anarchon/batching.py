@@ -1,18 +1,18 @@
 """Per-item fallbacks of the batch members of :class:`~anarchon.Backend` and :class:`~anarchon.RunStore`.
 
 A backend that does not implement ``claim_many`` and friends natively gets
-these: the single-item calls, at most ``limit`` in flight at once, answers in
-request order. Each item is atomic on its own; the batch as a whole is not
-(docs/extending.md, "Batch members").
+these: the single-item calls, at most ``limit`` in flight at once, the items of
+one job one after the other, answers in request order. Each item is atomic on
+its own; the batch as a whole is not (docs/extending.md, "Batch members").
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
-__all__ = ["DEFAULT_FALLBACK_CONCURRENCY", "per_item", "result_of", "run_of"]
+__all__ = ["DEFAULT_FALLBACK_CONCURRENCY", "job_of", "per_item"]
 
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
@@ -21,28 +21,20 @@ DEFAULT_FALLBACK_CONCURRENCY = 16
 """Single-item calls in flight at once when a batch member falls back to them."""
 
 
-class _AboutARun(Protocol):
+class _AboutAJob(Protocol):
     @property
     def job(self) -> str: ...
-    @property
-    def slot(self) -> int: ...
 
 
-class _AboutAResult(Protocol):
-    @property
-    def job(self) -> str: ...
-    @property
-    def result(self) -> Any: ...
+def job_of(item: _AboutAJob) -> str:
+    """The job a batch item is about: the ``per_item`` key of the batch members' fallbacks.
 
-
-def run_of(item: _AboutARun) -> tuple[str, int]:
-    """The ``(job, slot)`` a claim, heartbeat or finish item is about (a ``per_item`` key)."""
-    return (item.job, item.slot)
-
-
-def result_of(write: _AboutAResult) -> tuple[str, int]:
-    """The ``(job, slot)`` a :class:`~anarchon.ResultWrite` is about (a ``per_item`` key)."""
-    return (write.job, write.result.slot)
+    Items of one job go one after the other, in request order: their answers
+    may depend on each other (a repeated claim, an overlap check, a store that
+    needs one job's slots in order), and the batch must answer as the same
+    calls made one by one would.
+    """
+    return item.job
 
 
 async def per_item(
@@ -53,9 +45,9 @@ async def per_item(
 ) -> list[Answer]:
     """Answer ``call(item)`` for every item, with at most ``limit`` calls in flight.
 
-    Items with the same ``key`` (for example the same ``(job, slot)``) run one
-    after the other, in request order, so a batch that repeats an item answers
-    as the same calls made one by one would. Every call is awaited to its end;
+    Items with the same ``key`` (the members' fallbacks use :func:`job_of`)
+    run one after the other, in request order, so the answers equal those of
+    the same calls made one by one; items with different keys overlap. Every call is awaited to its end;
     if any raised, the first error (in request order) is raised after all of
     them have ended, so a caller that retries the batch with the same tokens
     repeats only repeat-safe items.

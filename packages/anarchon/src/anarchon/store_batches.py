@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from anarchon.backend import Backend, RunStore
-from anarchon.batching import per_item, result_of, run_of
+from anarchon.batching import job_of, per_item
 from anarchon.store_retry import StorePolicy
 from anarchon.types import ClaimInput, ClaimOutcome, ResultWrite, RunClaim, RunFinish, RunKey
 
@@ -66,7 +66,7 @@ class StoreBatches:
         batch: Callable[[], Awaitable[list[Answer]]],
         single: Callable[[Item], Awaitable[Answer]],
         items: Sequence[Item],
-        key: Callable[[Item], Any] = run_of,  # type: ignore[assignment]
+        key: Callable[[Item], Any] = job_of,  # type: ignore[assignment]
     ) -> list[Answer]:
         gate = self.policy.gate
         if native:
@@ -147,5 +147,4 @@ class StoreBatches:
             batch,
             lambda w: backend.save_result(w.job, w.result, w.history_size, w.history_ttl_ms),
             writes,
-            result_of,
         )
