@@ -192,16 +192,13 @@ class ClaimBatcher:
                 if not self.policy.is_transient(error):
                     raise
                 self.policy.note_outage(error)
-                answers = await self.policy.call(
-                    lambda: self.batches.plain_claim_many(inputs), deadline, gated=False
-                )
+                retried = await self._retry_plain(runs, inputs, deadline)
+                if retried is None:
+                    return
+                runs, inputs, answers = retried
             else:
                 if self.policy.outage:
                     self.policy.recovered()
-            if answers is GAVE_UP:
-                for run in runs:
-                    run.phase = Phase.ENDED
-                return
             if len(answers) != len(runs):
                 raise _count_error(len(answers), len(runs))
             winners = [i for i, won in enumerate(answers) if won]
@@ -223,6 +220,27 @@ class ClaimBatcher:
                 self.on_won(run, 1, 0.0)
             else:
                 run.phase = Phase.ENDED
+
+    async def _retry_plain(
+        self, runs: Sequence[Run], inputs: list[ClaimInput], deadline: int
+    ) -> tuple[Sequence[Run], list[ClaimInput], list[bool]] | None:
+        """Retry a failed chunk (same tokens), each claim only until its own deadline."""
+        current: list[int] = []
+
+        async def attempt() -> list[bool]:
+            nonlocal current
+            now = self.policy.now_ms()
+            current = [i for i, run in enumerate(runs) if now <= run.deadline_ms]
+            return await self.batches.plain_claim_many([inputs[i] for i in current])
+
+        answers = await self.policy.call(attempt, deadline, gated=False)
+        kept = set(current) if answers is not GAVE_UP else set()
+        for i, run in enumerate(runs):
+            if i not in kept:
+                run.phase = Phase.ENDED
+        if answers is GAVE_UP:
+            return None
+        return [runs[i] for i in current], [inputs[i] for i in current], answers
 
     # Errors ----------------------------------------------------------------
 
