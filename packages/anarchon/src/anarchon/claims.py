@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from anarchon.clock import Clock
 from anarchon.errors import BackendError
@@ -44,6 +44,7 @@ class ClaimBatcher:
         log: logging.Logger,
         on_won: Won,
         on_backup: Backup,
+        before_claims: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.lease_ms = lease_ms
@@ -54,6 +55,8 @@ class ClaimBatcher:
         self.log = log
         self.on_won = on_won
         self.on_backup = on_backup
+        self.before_claims = before_claims
+        """Awaited before each lease claim chunk (the result batcher's ``landed``)."""
         self.leases = batches.runs is not None
         self.stopping = False
 
@@ -85,6 +88,8 @@ class ClaimBatcher:
 
     async def _lease_chunk(self, runs: Sequence[Run]) -> None:
         batches = self.batches
+        if self.before_claims is not None:
+            await self.before_claims()
         requests = [self._request(run) for run in runs]
         sent = self.clock.monotonic()
         try:  # the common case without the retry wrapper: this is the hot path

@@ -58,6 +58,8 @@ H = TypeVar("H", bound=Handler)
 
 _UNSET: Any = object()
 _PREPARE_BATCH = 256
+_LANDING_WAIT_S = 1.0
+"""How long new claims wait at most for this instance's finishes in flight."""
 
 DEFAULT_MAX_IN_FLIGHT = 8
 """Store operations one scheduler has in flight at most, unless ``max_in_flight`` says otherwise."""
@@ -392,6 +394,7 @@ class Scheduler:
             log=self.log,
             on_won=executor.start,
             on_backup=backup,
+            before_claims=lambda: results.landed(_LANDING_WAIT_S),
         )
         if self._runs is not None:
             keeper = LeaseKeeper(
