@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from anarchon.batching import per_item
+from anarchon.batching import job_of, per_item
 from anarchon.errors import (
     AnarchonError,
     BackendUnavailableError,
@@ -121,18 +121,20 @@ class RunStore(abc.ABC):
 
     async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
         """``claim()`` for each item. Default: the single calls under bounded concurrency."""
-        return await per_item(self.claim, claims)
+        return await per_item(self.claim, claims, key=job_of)
 
     async def heartbeat_many(self, runs: Sequence[RunKey], lease_ms: int) -> list[bool]:
         """``heartbeat()`` for each run. Default: the single calls under bounded concurrency."""
         return await per_item(
-            lambda run: self.heartbeat(run.job, run.slot, run.token, lease_ms), runs
+            lambda run: self.heartbeat(run.job, run.slot, run.token, lease_ms), runs, key=job_of
         )
 
     async def finish_many(self, finishes: Sequence[RunFinish]) -> list[bool]:
         """``finish()`` for each item. Default: the single calls under bounded concurrency."""
         return await per_item(
-            lambda f: self.finish(f.job, f.slot, f.token, f.status, f.error), finishes
+            lambda f: self.finish(f.job, f.slot, f.token, f.status, f.error),
+            finishes,
+            key=job_of,
         )
 
 
@@ -241,15 +243,16 @@ class Backend(abc.ABC):
 
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """``claim()`` for each item. Default: the single calls under bounded concurrency."""
-        return await per_item(self.claim, inputs)
+        return await per_item(self.claim, inputs, key=job_of)
 
     async def record_claims(self, inputs: Sequence[ClaimInput]) -> None:
         """``record_claim()`` for each won claim. Default: the single calls."""
-        await per_item(self.record_claim, inputs)
+        await per_item(self.record_claim, inputs, key=job_of)
 
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:
         """``save_result()`` for each item. Default: the single calls under bounded concurrency."""
         await per_item(
             lambda w: self.save_result(w.job, w.result, w.history_size, w.history_ttl_ms),
             writes,
+            key=job_of,
         )

@@ -34,6 +34,7 @@ from anarchon.context import RunContext
 from anarchon.due import take_due
 from anarchon.durations import Duration, to_ms
 from anarchon.errors import (
+    BackendUnavailableError,
     DedupeWindowError,
     DuplicateJobError,
     InvalidConfigError,
@@ -68,6 +69,8 @@ H = TypeVar("H", bound=Handler)
 
 _UNSET: Any = object()
 _PREPARE_BATCH = 256
+_LANDING_WAIT_S = 1.0
+"""How long new claims wait at most for this instance's finishes in flight."""
 
 DEFAULT_MAX_IN_FLIGHT = 8
 """Store operations one scheduler has in flight at most, unless ``max_in_flight`` says otherwise."""
@@ -408,7 +411,8 @@ class Scheduler:
         self._stopping = False
         parts = self._build(_core.Timetable(self.instance_id))
         try:
-            await self._time.sync()
+            async with parts.policy.gate:
+                await self._time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -481,6 +485,7 @@ class Scheduler:
             log=self.log,
             on_won=executor.start,
             on_backup=backup,
+            before_claims=lambda: results.landed(_LANDING_WAIT_S),
         )
         if self._runs is not None:
             keeper = LeaseKeeper(
@@ -753,7 +758,8 @@ class Scheduler:
 
     async def _sync_for_call(self, policy: StorePolicy) -> None:
         try:
-            await self._time.sync()
+            async with policy.gate:
+                await self._time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -768,7 +774,8 @@ class Scheduler:
         running it is logged once at ERROR and the job is unregistered.
         """
         parts = self._parts
-        assert parts is not None
+        if parts is None:  # stopped before the activation ran
+            return
         try:
             prepared = await parts.policy.complete(
                 lambda: self.backend.prepare_job(job.name, job.history_size)
@@ -789,8 +796,6 @@ class Scheduler:
 
 
 def _gave_up(backend: Backend) -> Exception:
-    from anarchon.errors import BackendUnavailableError
-
     return BackendUnavailableError(f"store {backend.name} unreachable while stopping")
 
 

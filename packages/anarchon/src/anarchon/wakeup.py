@@ -76,7 +76,8 @@ class WakeUpLoop:
     async def sync_clock(self) -> None:
         """Re-read the store clock; an error keeps the estimate (a transient one is an outage)."""
         try:
-            await self.store_time.sync()
+            async with self.policy.gate:
+                await self.store_time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:

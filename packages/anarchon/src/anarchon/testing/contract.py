@@ -90,7 +90,7 @@ class BackendContract(OneOffContract, JobRetryContract):
     """False for backends that refuse ``history_ttl`` (NATS)."""
     history_ttl_ms: ClassVar[int] = 300
     """The TTL the TTL test uses; raise it if the backend keeps records longer for de-duplication."""
-    batch_examples: ClassVar[int] = 30
+    batch_examples: ClassVar[int] = 25
     """Hypothesis examples of the batch property (each builds two small jobs)."""
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:

@@ -72,7 +72,7 @@ class LeaseContract(RetryContract):
     """Concurrent claimers in the lease races."""
     race_rounds: ClassVar[int] = 20
     """Fresh slots raced for in the fresh-claim race."""
-    batch_examples: ClassVar[int] = 30
+    batch_examples: ClassVar[int] = 25
     """Hypothesis examples of the batch property (each builds two small jobs)."""
     batch_lease_ms: ClassVar[int] = 50
     """The lease of the expired states in the batch property (waited out once per example)."""
