@@ -15,30 +15,36 @@ import asyncio
 import logging
 import sys
 import time
-from pathlib import Path
+from typing import TextIO
 
 from anarchon import RunContext, Scheduler
 from anarchon.registry import resolve_backend
 
 
-async def work(url: str, instance: str, jobs: int, every: str, until_ms: int, out: str) -> None:
+async def work(url: str, instance: str, jobs: int, every: str, until_ms: int, out: TextIO) -> None:
     backend = resolve_backend(url)
     scheduler = Scheduler(backend, instance_id=instance, stop_grace=2)
-    lines: list[str] = []
 
     async def handler(ctx: RunContext) -> None:
-        lines.append(f"run {ctx.job} {ctx.slot} {ctx.attempt} {ctx.instance_id}\n")
+        out.write(f"run {ctx.job} {ctx.slot} {ctx.attempt} {ctx.instance_id}\n")
+
+    async def flush() -> None:  # a killed process still leaves what it ran
+        while True:
+            await asyncio.sleep(0.5)
+            out.flush()
 
     for k in range(jobs):
         scheduler.every(f"m{k}", every, handler, jitter=0)
+    flusher = asyncio.create_task(flush())
     try:
         async with scheduler:
-            lines.append(f"start {await backend.now_ms()}\n")
+            out.write(f"start {await backend.now_ms()}\n")
             await asyncio.sleep(max(0.0, until_ms / 1000 - time.time()))
-            lines.append(f"stop {await backend.now_ms()}\n")
+            out.write(f"stop {await backend.now_ms()}\n")
     finally:
+        flusher.cancel()
         await backend.close()
-        await asyncio.to_thread(Path(out).write_text, "".join(lines))
+        out.flush()
 
 
 def main(argv: list[str]) -> None:
@@ -48,7 +54,8 @@ def main(argv: list[str]) -> None:
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    asyncio.run(work(url, instance, int(jobs), every, int(until_ms), out))
+    with open(out, "w") as f:
+        asyncio.run(work(url, instance, int(jobs), every, int(until_ms), f))
 
 
 if __name__ == "__main__":
