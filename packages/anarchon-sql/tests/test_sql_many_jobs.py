@@ -121,6 +121,12 @@ def _many_jobs(url: str, reader: Backend, tmp_path: Path) -> None:
         if any(word in line for word in OUTAGE_WORDS)
     ]
     sample = results[jobs[0]]
+    twice = sum(len(r.duplicates()) for r in results.values())
+    missed = sum(len(r.missed()) for r in results.values())
+    print(
+        f"return codes {codes}; job-slots in the window: {len(sample.window) * JOBS},"
+        f" ran twice {twice}, never ran {missed}"
+    )
     print(
         f"{PROCESSES} processes x {JOBS} jobs every {EVERY_MS} ms: {len(sample.window)} slots"
         f" per job in {sample.common_s:.1f} s, {sum(len(r.runs) for r in results.values())} runs,"
