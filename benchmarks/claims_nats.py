@@ -1,7 +1,8 @@
-"""Claims per second through ``NatsBackend.claim`` vs raw ``js.publish`` with ``Nats-Msg-Id``.
+"""Claims per second through ``NatsBackend.claim``/``claim_many`` vs raw ``js.publish`` with ``Nats-Msg-Id``.
 
     uv run --no-sync python benchmarks/claims_nats.py            # starts its own nats-server
     uv run --no-sync python benchmarks/claims_nats.py --url nats://127.0.0.1:4222
+    uv run --no-sync python benchmarks/claims_nats.py --only batched --chunk 500
 
 Both sides talk to the same nats-server (JetStream, file store) over
 127.0.0.1, each on its own stream with the same settings (the backend creates
@@ -18,12 +19,29 @@ tasks on one connection. Rounds are interleaved (backend, raw, backend, raw,
 ...) so drift on a shared machine hits both alike; the table shows the median
 claims/s over the rounds (min-max), the median of the rounds' p50 and p99
 latencies, and the ratio backend/raw of the medians (target: >= 80 %).
+
+The batched part (``--only batched``) claims chunks of ``--chunk`` new slots
+one chunk after the other, through the same driver on the same connection:
+
+- ``claim_many``: ``await backend.claim_many(chunk)`` (pipelined publishes,
+  acks awaited together, answers checked);
+- ``claim_many lose``: the same chunks again from a second backend with other
+  tokens: every claim is a duplicate, read back and its token compared;
+- ``raw js``: ``asyncio.gather`` of ``js.publish`` with ``Nats-Msg-Id`` for the
+  chunk (nats-py's JetStream API, pipelined the ordinary way);
+- ``raw pub``: ``nc.publish`` of the chunk back to back with replies on one
+  wildcard inbox subscription, the acks' JSON parsed (the floor for this driver).
+
+It prints claims/s, the client's CPU per claim (``time.process_time``: this
+process only; the server is another process), chunk latency p50/p99, and the
+ratios claim_many / raw js and claim_many / raw pub (target: >= 70 %).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -35,6 +53,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import nats
+import nats.aio.msg
 from anarchon.types import ClaimInput
 from anarchon_nats import NatsBackend
 
@@ -145,12 +164,168 @@ async def main(url: str, seconds: float, rounds: int, tasks: int) -> bool:
     return ok
 
 
+async def _measure_batches(
+    run_chunk: Callable[[], Awaitable[object]], seconds: float, chunk: int
+) -> tuple[float, list[float], float]:
+    """Run chunks back to back for ``seconds``: claims/s, chunk ms, client CPU µs per claim."""
+    latencies: list[float] = []
+    stop = time.perf_counter() + seconds
+    cpu = time.process_time()
+    began = time.perf_counter()
+    while time.perf_counter() < stop:
+        started = time.perf_counter()
+        if await run_chunk() is False:
+            break  # nothing more to claim
+        latencies.append((time.perf_counter() - started) * 1000)
+    elapsed = time.perf_counter() - began
+    claims = len(latencies) * chunk
+    return claims / elapsed, latencies, (time.process_time() - cpu) / claims * 1e6
+
+
+async def batched(url: str, seconds: float, rounds: int, chunk: int) -> bool:
+    tag = uuid.uuid4().hex[:6]
+    backend = NatsBackend(url, stream=f"BATCH{tag.upper()}", prefix=f"batch{tag}.")
+    loser = NatsBackend(url, stream=f"BATCH{tag.upper()}", prefix=f"batch{tag}.")
+    raw_side = NatsBackend(url, stream=f"RAWB{tag.upper()}", prefix=f"rawb{tag}.")
+    await backend.init()
+    await loser.init()
+    await raw_side.init()
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    base = (time.time_ns() // 1_000_000 // 1000) * 1000
+    jobs = [f"job{k}" for k in range(10)]
+    raw_subjects = [f"rawb{tag}.{job}.claims" for job in jobs]
+    counter = iter(range(10**12))
+    claimed: list[list[ClaimInput]] = []
+
+    def next_chunk() -> list[ClaimInput]:
+        out = []
+        for _ in range(chunk):
+            i = next(counter)
+            out.append(ClaimInput(jobs[i % 10], base + i, uuid.uuid4().hex, "bench-instance"))
+        return out
+
+    async def claim_many() -> None:
+        items = next_chunk()
+        answers = await backend.claim_many(items)
+        assert all(answers)
+        claimed.append(items)
+
+    async def claim_many_lose() -> bool:
+        if not claimed:
+            return False
+        others = [ClaimInput(c.job, c.slot, "other", "loser") for c in claimed.pop()]
+        answers = await loser.claim_many(others)
+        assert not any(answers)
+        return True
+
+    async def raw_js() -> None:
+        ids = [next(counter) for _ in range(chunk)]
+        acks = await asyncio.gather(
+            *(
+                js.publish(
+                    raw_subjects[i % 10],
+                    uuid.uuid4().hex.encode(),
+                    headers={"Nats-Msg-Id": f"{jobs[i % 10]}:{base + i}"},
+                )
+                for i in ids
+            )
+        )
+        assert not any(ack.duplicate for ack in acks)
+
+    inbox = nc.new_inbox()
+    replies: dict[int, bytes] = {}
+    arrived = asyncio.Event()
+    expected = [0]
+
+    async def on_reply(msg: nats.aio.msg.Msg) -> None:
+        replies[int(msg.subject.rsplit(".", 1)[1])] = msg.data
+        if len(replies) == expected[0]:
+            arrived.set()
+
+    await nc.subscribe(f"{inbox}.>", cb=on_reply)
+
+    async def raw_pub() -> None:
+        replies.clear()
+        arrived.clear()
+        expected[0] = chunk
+        for _ in range(chunk):
+            i = next(counter)
+            await nc.publish(
+                raw_subjects[i % 10],
+                uuid.uuid4().hex.encode(),
+                reply=f"{inbox}.{i}",
+                headers={"Nats-Msg-Id": f"{jobs[i % 10]}:{base + i}"},
+            )
+        await asyncio.wait_for(arrived.wait(), 10)
+        assert not any(json.loads(data).get("duplicate") for data in replies.values())
+
+    methods: dict[str, Callable[[], Awaitable[object]]] = {
+        "claim_many": claim_many,
+        "claim_many lose": claim_many_lose,
+        "raw js": raw_js,
+        "raw pub": raw_pub,
+    }
+    for run in methods.values():  # warm-up
+        await _measure_batches(run, 0.3, chunk)
+    results: dict[str, list[tuple[float, float, float, float]]] = {}
+    for r in range(rounds):
+        order = list(methods.items())
+        if r % 2:
+            order.reverse()
+        for name, run in order:
+            if name == "claim_many lose":
+                continue  # right after claim_many, below, so it has chunks to lose
+            rate, lat, cpu = await _measure_batches(run, seconds, chunk)
+            results.setdefault(name, []).append(
+                (rate, _percentile(lat, 0.5), _percentile(lat, 0.99), cpu)
+            )
+            if name == "claim_many":
+                rate, lat, cpu = await _measure_batches(claim_many_lose, seconds / 2, chunk)
+                results.setdefault("claim_many lose", []).append(
+                    (rate, _percentile(lat, 0.5), _percentile(lat, 0.99), cpu)
+                )
+        print(f"  batched round {r + 1}/{rounds} done", file=sys.stderr)
+    await nc.close()
+    await backend.close()
+    await loser.close()
+    await raw_side.close()
+
+    print()
+    print(f"batched: chunks of {chunk} claims, one chunk after the other, one connection")
+    print(
+        f"{'method':<16} {'claims/s (min-max)':>26} {'CPU µs/claim':>13}"
+        f" {'chunk p50 ms':>13} {'chunk p99 ms':>13}"
+    )
+    medians: dict[str, float] = {}
+    for name in methods:
+        rows = results[name]
+        rates = [row[0] for row in rows]
+        medians[name] = statistics.median(rates)
+        span = f"{medians[name]:,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
+        p50 = statistics.median(row[1] for row in rows)
+        p99 = statistics.median(row[2] for row in rows)
+        cpu = statistics.median(row[3] for row in rows)
+        print(f"{name:<16} {span:>26} {cpu:>13.1f} {p50:>13.2f} {p99:>13.2f}")
+    ok = True
+    for raw in ("raw js", "raw pub"):
+        ratio = medians["claim_many"] / medians[raw]
+        verdict = "PASS" if ratio >= 0.7 else "MISS"
+        ok = ok and ratio >= 0.7
+        print(f"claim_many / {raw:<8} {ratio:>8.1%}   target >= 70 %: {verdict}")
+    return ok
+
+
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="an existing nats-server with JetStream (default: start one)")
     parser.add_argument("--seconds", type=float, default=2.0, help="length of one measurement")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per method")
     parser.add_argument("--tasks", type=int, default=64, help="concurrent tasks in the second mode")
+    parser.add_argument("--chunk", type=int, default=500, help="claims per chunk (batched part)")
+    parser.add_argument(
+        "--only", choices=["single", "batched"], help="run one part only (default: both)"
+    )
     args = parser.parse_args()
 
     server = root = None
@@ -165,7 +340,10 @@ def cli() -> None:
         f" {args.rounds} rounds x {args.seconds:g} s per method and mode"
     )
     try:
-        asyncio.run(main(url, args.seconds, args.rounds, args.tasks))
+        if args.only != "batched":
+            asyncio.run(main(url, args.seconds, args.rounds, args.tasks))
+        if args.only != "single":
+            asyncio.run(batched(url, args.seconds, args.rounds, args.chunk))
     finally:
         if server is not None:
             server.kill()

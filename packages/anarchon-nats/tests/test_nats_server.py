@@ -21,7 +21,7 @@ from anarchon.errors import (
     UnsupportedError,
 )
 from anarchon.registry import resolve_backend
-from anarchon.types import ClaimInput, JobLimits, StoredResult
+from anarchon.types import ClaimInput, JobLimits, ResultWrite, StoredResult
 from anarchon_nats import NatsBackend
 from anarchon_nats._config import claims_needed
 from nats.aio.client import Client
@@ -363,10 +363,17 @@ def test_outage_surfaces_as_unavailable_and_recovers(tmp_path: Any) -> None:
                 "outage", StoredResult(first.slot, first.token, "a", "ok"), 1000
             ),
             lambda: backend.history("outage", 10),
+            lambda: backend.claim_many(
+                [ClaimInput("outage", _slot() + 1000 * i, _token(), "a") for i in range(2, 5)]
+            ),
+            lambda: backend.save_results(
+                [ResultWrite("outage", StoredResult(first.slot, first.token, "a", "ok"))] * 2
+            ),
+            backend.now_ms,
         ):
             with pytest.raises(BackendUnavailableError) as caught:
                 await call()
-            assert caught.value.__cause__ is not None
+            assert backend.is_transient(caught.value)
         await asyncio.get_running_loop().run_in_executor(None, server.start)
         deadline = time.monotonic() + 20
         while True:  # the client reconnects by itself; the scheduler would retry like this
@@ -472,6 +479,7 @@ def test_claim_whose_message_is_gone_is_not_run(nats_url: str, stream: str, pref
         await nc.close()
         assert not await backend.claim(first)
         assert not await backend.claim(ClaimInput("purged", first.slot, _token(), "b"))
+        assert await backend.claim_many([first, first]) == [False, False]
         await backend.close()
 
     _run(body)

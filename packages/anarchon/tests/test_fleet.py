@@ -148,3 +148,26 @@ def test_a_store_that_does_not_share_claims_fails(tmp_path: Path) -> None:
     assert len(result.duplicates()) == len(result.window)
     with pytest.raises(AssertionError, match="slots ran more than once"):
         result.assert_exactly_once()
+
+
+def test_runs_of_several_jobs_with_start_times_are_checked_per_job(tmp_path: Path) -> None:
+    """Six-field run lines (``started_ms`` and ``job``): each job checked, early runs listed."""
+    path = tmp_path / "a.txt"
+    lines = ["start 1000"]
+    lines += [f"run {slot} 1 a {slot + 3} j-0" for slot in WINDOW]
+    lines += [f"run {slot} 1 a {slot} j-1" for slot in WINDOW if slot != 2000]
+    lines += ["run 2200 1 a 2150 j-1", "stop 5000"]
+    path.write_text("\n".join(lines) + "\n")
+    result = FleetResult("j", 1, EVERY, 2.0, returncodes=[0], stderr=[""], jobs=["j-0", "j-1"])
+    parse_records([path], result)
+    assert result.runs[0] == FleetRun(WINDOW[0], 1, "a", WINDOW[0] + 3, "j-0")
+    assert result.duplicates("j-0") == {}
+    assert result.missed("j-0") == []
+    assert result.duplicates("j-1") == {2200: 2}
+    assert result.missed("j-1") == [2000]
+    assert result.early() == [FleetRun(2200, 1, "a", 2150, "j-1")]
+    assert result.early(tolerance_ms=50) == []
+    problems = result.problems(min_instances=1)
+    assert any(p.startswith("job j-1: 1 slots ran more than once") for p in problems)
+    assert any(p.startswith("job j-1: 1 of") for p in problems)
+    assert not any("j-0" in p for p in problems)

@@ -1,4 +1,4 @@
-"""``NatsBackend``: claims by de-duplicated publish on NATS JetStream (SPEC §6).
+"""``NatsBackend``: claims by de-duplicated publish on NATS JetStream (docs/backends/nats.md).
 
 A claim publishes the claim record to ``<prefix><job>.claims`` with the header
 ``Nats-Msg-Id: <job>:<slot>``. Within the stream's duplicate window JetStream
@@ -21,15 +21,16 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, ClassVar, NamedTuple
 
-import nats
 import nats.errors
 from anarchon.backend import STORE_FORMAT, Backend
 from anarchon.errors import (
+    BackendError,
     BackendUnavailableError,
     DedupeWindowError,
+    ForeignDataError,
     InvalidConfigError,
     StoreFormatError,
     UnsupportedError,
@@ -37,17 +38,19 @@ from anarchon.errors import (
 from anarchon.history import build_history
 from anarchon.jobs import DEFAULTS
 from anarchon.registry import redact_url
-from anarchon.types import ClaimInput, ClaimRecord, JobLimits, RunRecord, StoredResult
+from anarchon.types import (
+    ClaimInput,
+    ClaimRecord,
+    JobLimits,
+    ResultWrite,
+    RunRecord,
+    StoredResult,
+)
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.errors import (
-    APIError,
-    BadRequestError,
-    NotFoundError,
-    ServerError,
-    ServiceUnavailableError,
-)
+from nats.js.errors import APIError
 
+from anarchon_nats._clock import CLOCK_TOKEN, parse_stamp_ms
 from anarchon_nats._config import (
     FORMAT_TOKEN,
     check_job_name,
@@ -58,6 +61,8 @@ from anarchon_nats._config import (
     parse_url,
     plan_stream_update,
 )
+from anarchon_nats._errors import UNREACHABLE, api_error, is_transient_error
+from anarchon_nats._pipeline import Pipeline, Request
 
 __all__ = ["NatsBackend"]
 
@@ -84,42 +89,12 @@ _NO_JETSTREAM_S = 2.0
 _HISTORY_BATCH = 1000
 _JOB_HISTORY_DEFAULT = int(DEFAULTS["history_size"])
 _UNLIMITED = 2**62
+BATCH_CHUNK = 500
+"""Items per pipelined round of ``claim_many`` / ``save_results``: requests in flight at once."""
+_STATUS = "Status"
 
-# Driver exceptions that mean "the server could not be reached or did not answer".
-_UNREACHABLE: tuple[type[BaseException], ...] = (
-    nats.errors.TimeoutError,
-    nats.errors.NoRespondersError,
-    nats.errors.ConnectionClosedError,
-    nats.errors.ConnectionReconnectingError,
-    nats.errors.ConnectionDrainingError,
-    nats.errors.StaleConnectionError,
-    nats.errors.OutboundBufferLimitError,
-    nats.errors.NoServersError,
-    asyncio.TimeoutError,
-    OSError,
-)
-
-
-_ERROR_CLASSES: dict[int, type[APIError]] = {
-    503: ServiceUnavailableError,
-    500: ServerError,
-    404: NotFoundError,
-    400: BadRequestError,
-}
-
-
-def _api_error(body: dict[str, Any]) -> APIError | None:
-    """The error a JetStream answer carries, as nats-py's own ``APIError`` type, or None."""
-    error = body.get("error")
-    if not error:
-        return None
-    code = int(error.get("code") or 0)
-    cls = _ERROR_CLASSES.get(code, APIError)
-    return cls(
-        code=code,
-        description=str(error.get("description") or ""),
-        err_code=int(error.get("err_code") or 0),
-    )
+_UNREACHABLE = UNREACHABLE
+_api_error = api_error
 
 
 def _dumps(value: dict[str, Any]) -> bytes:
@@ -128,6 +103,24 @@ def _dumps(value: dict[str, Any]) -> bytes:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class _Stored(NamedTuple):
+    """A message as ``STREAM.MSG.GET`` returns it."""
+
+    subject: str
+    data: bytes
+    time: str
+
+
+def _stored(body: dict[str, Any]) -> _Stored:
+    message = body["message"]
+    raw = message.get("data")
+    return _Stored(
+        str(message.get("subject", "")),
+        base64.b64decode(raw) if raw else b"",
+        str(message.get("time", "")),
+    )
 
 
 class NatsBackend(Backend):
@@ -237,6 +230,8 @@ class NatsBackend(Backend):
         self._job_history: dict[str, int] = {}
         self._stream_limit = 0
         self._reconciled = False
+        self._pipeline = Pipeline()
+        self._instances: dict[str, str] = {}
 
     # Construction --------------------------------------------------------
 
@@ -326,8 +321,9 @@ class NatsBackend(Backend):
             self._ready = False
             nc = await self._connect()
             try:
-                await self._retrying(self._ensure_stream)
-                await self._retrying(self._check_format)
+                with self._driver_errors("start"):
+                    await self._retrying(self._ensure_stream)
+                    await self._retrying(self._check_format)
             except BaseException:
                 await self._drop_connection()
                 raise
@@ -388,6 +384,7 @@ class NatsBackend(Backend):
     async def _drop_connection(self) -> None:
         nc, owned = self._nc, self._owned
         self._nc, self._owned, self._ready = None, False, False
+        await self._pipeline.close()
         if nc is not None and owned and not nc.is_closed:
             try:
                 await nc.close()
@@ -457,8 +454,7 @@ class NatsBackend(Backend):
             )
         except _UNREACHABLE as error:
             raise self._unavailable(error, what) from error
-        body: dict[str, Any] = json.loads(reply.data) if reply.data else {}
-        return body
+        return self._json(reply.data, what)
 
     async def _api(
         self, nc: Client, op: str, request: dict[str, Any] | None = None
@@ -477,7 +473,7 @@ class NatsBackend(Backend):
         return body
 
     async def _ensure_stream(self) -> None:
-        """Create the stream if missing; bring an existing one to our settings (SPEC §6).
+        """Create the stream if missing; bring an existing one to our settings (docs/backends/nats.md).
 
         An existing stream is changed only by a backend that knows its jobs
         (``check_job`` or ``prepare_job`` ran): a process that only reads
@@ -570,7 +566,7 @@ class NatsBackend(Backend):
         for _ in range(3):
             stored = await self._get_message(nc, {"last_by_subj": subject})
             if stored is not None:
-                _subject, data = stored
+                data = stored.data
                 try:
                     found = int(json.loads(data)["format"])
                 except (ValueError, KeyError, TypeError) as error:
@@ -599,17 +595,15 @@ class NatsBackend(Backend):
                 raise problem
         raise StoreFormatError(f"could not read or write the store format marker on {subject}")
 
-    async def _get_message(self, nc: Client, request: dict[str, Any]) -> tuple[str, bytes] | None:
-        """``STREAM.MSG.GET`` (served by the stream leader): ``(subject, data)`` or None."""
+    async def _get_message(self, nc: Client, request: dict[str, Any]) -> _Stored | None:
+        """``STREAM.MSG.GET`` (served by the stream leader): the stored message, or None."""
         try:
             body = await self._api(nc, f"STREAM.MSG.GET.{self.stream}", request)
         except APIError as error:
             if error.err_code == _ERR_NOT_FOUND_MSG or error.code == 404:
                 return None
             raise
-        message = body["message"]
-        raw = message.get("data")
-        return str(message.get("subject", "")), base64.b64decode(raw) if raw else b""
+        return _stored(body)
 
     # Jobs ----------------------------------------------------------------------
 
@@ -632,94 +626,190 @@ class NatsBackend(Backend):
         self._check_history_size(job, history_size)
         self._job_history[job] = min(history_size, self.history_size)
         await self._client()
-        if not self._reconciled:
-            await self._reconcile(raise_only=False)
-        elif self.per_subject_limit() > self._stream_limit:
-            await self._reconcile(raise_only=True)
+        with self._driver_errors("stream update"):
+            if not self._reconciled:
+                await self._reconcile(raise_only=False)
+            elif self.per_subject_limit() > self._stream_limit:
+                await self._reconcile(raise_only=True)
+
+    # Errors --------------------------------------------------------------------
+
+    def is_transient(self, error: BaseException) -> bool:
+        """True for errors worth retrying: connection lost or closed, timeouts, 503 answers.
+
+        nats-py's connection, reconnecting and timeout errors, "no responders"
+        (JetStream without a leader: an election or a restart) and JetStream's
+        503 answers are transient, and so is ``BackendUnavailableError``, which
+        the backend raises for all of them. Everything else (refused requests,
+        foreign data, configuration) reaches the user.
+        """
+        return is_transient_error(error)
+
+    def _answer_error(self, problem: APIError, what: str) -> BackendUnavailableError | BackendError:
+        """A JetStream error answer: 503 is an outage, anything else is refused for good."""
+        if problem.code == 503:
+            error: BackendUnavailableError | BackendError = BackendUnavailableError(
+                f"JetStream at {self.shown} is unavailable ({what}): {problem.description}"
+            )
+        else:
+            error = BackendError(
+                f"JetStream at {self.shown} refused the {what} on stream {self.stream!r}:"
+                f" {problem.description or 'error'} (code {problem.code},"
+                f" err_code {problem.err_code})"
+            )
+        error.__cause__ = problem
+        return error
+
+    @contextlib.contextmanager
+    def _driver_errors(self, what: str) -> Iterator[None]:
+        """Driver errors that escape as they are become coded: outage or ``BackendError``."""
+        try:
+            yield
+        except APIError as error:
+            raise self._answer_error(error, what) from error
+        except _UNREACHABLE as error:
+            raise self._unavailable(error, what) from error
+        except nats.errors.Error as error:
+            raise BackendError(
+                f"NATS at {self.shown} failed the {what}: {type(error).__name__}: {error}"
+            ) from error
+
+    def _json(self, data: bytes, what: str) -> dict[str, Any]:
+        """A JetStream answer as a JSON object, or ``BackendError`` (something else answered)."""
+        try:
+            body = json.loads(data) if data else {}
+        except ValueError as error:
+            raise BackendError(
+                f"NATS at {self.shown} answered the {what} with something that is not"
+                f" JetStream's: {data[:80]!r}"
+            ) from error
+        if not isinstance(body, dict):
+            raise BackendError(f"NATS at {self.shown} answered the {what} with {data[:80]!r}")
+        return body
+
+    def _answer(self, msg: Msg | None, what: str) -> dict[str, Any]:
+        """One pipelined answer as a JSON object; no answer, no responders: unavailable."""
+        if msg is None:
+            raise BackendUnavailableError(
+                f"NATS at {self.shown} did not answer the {what} within {self.request_timeout:g} s"
+            )
+        if not msg.data and msg.headers:
+            status = msg.headers.get(_STATUS)
+            if status == "503":
+                raise BackendUnavailableError(
+                    f"NATS at {self.shown} has no responders for the {what} on {msg.subject}:"
+                    f" is stream {self.stream!r} there and does it have a leader?"
+                )
+            if status is not None:
+                raise BackendError(
+                    f"NATS at {self.shown} answered the {what} with status {status}"
+                    f" {msg.headers.get('Description', '')}".rstrip()
+                )
+        return self._json(msg.data, what)
+
+    async def _send(self, nc: Client, requests: Sequence[Request], what: str) -> list[Msg | None]:
+        """Pipelined requests (see :class:`~anarchon_nats._pipeline.Pipeline`)."""
+        with self._driver_errors(what):
+            return await self._pipeline.requests(nc, requests, self.request_timeout)
+
+    # Clock ---------------------------------------------------------------------
+
+    async def now_ms(self) -> int:
+        """The server's clock: the time JetStream stamps on a message it stores.
+
+        Publishes an empty message to ``<prefix>_clock`` and reads it back by
+        sequence from the stream leader (two round trips). The stamp is taken
+        while the publish is in flight; the answer is moved to the middle of
+        this call (half the read back is added), so a caller that takes the
+        middle of its call as the reading time gets the leader's clock.
+        """
+        nc = await self._client()
+        subject = f"{self.prefix}{CLOCK_TOKEN}"
+        with self._driver_errors("clock"):
+            for _ in range(3):
+                sent = await self._publish(nc, subject, b"", "clock")
+                acked = time.monotonic()
+                stored = await self._get_message(nc, {"seq": sent})
+                done = time.monotonic()
+                if stored is not None:
+                    break
+            else:
+                raise BackendUnavailableError(
+                    f"the clock message on {subject} of stream {self.stream!r} vanished"
+                    " before it could be read"
+                )
+        if stored.subject != subject:
+            raise ForeignDataError(
+                f"stream {self.stream!r}: the clock message at sequence {sent} is on"
+                f" {stored.subject!r}, not {subject!r}",
+                key=subject,
+            )
+        try:
+            stamp = parse_stamp_ms(stored.time)
+        except ValueError as error:
+            raise BackendError(
+                f"JetStream at {self.shown} gave the clock message an unreadable time"
+                f" {stored.time[:80]!r}"
+            ) from error
+        return round(stamp + (done - acked) * 500)
 
     # Claims --------------------------------------------------------------------
 
-    async def claim(self, input: ClaimInput) -> bool:
-        """Publish the claim with ``Nats-Msg-Id: <job>:<slot>``; the first stored one wins.
-
-        (With a prefix other than ``cron.`` the id is ``<prefix><job>:<slot>``.)
-
-        A duplicate acknowledgement names the stored claim's sequence: it is read
-        and its token compared, so a retried claim with the same token is true
-        again and any other token false.
-        """
-        nc = self._nc
-        if nc is None or not self._ready or nc.is_closed:
-            nc = await self._client()
+    def _claim_request(self, input: ClaimInput, at: int | None = None) -> Request:
+        """``(subject, payload, headers)`` of a scheduled claim (``at``: default now)."""
         job = input.job
-        subjects = self._subjects.get(job) or self._job_subjects(job)
-        subject = subjects[0]
-        payload = _dumps(
-            {
-                "slot": input.slot,
-                "token": input.token,
-                "instance_id": input.instance_id,
-                "at": _wall_ms(),
-                "manual": False,
-            }
-        )
-        delay = 0.005
-        deadline = 0.0
-        while True:
-            try:
-                reply = await nc.request(
-                    subject,
-                    payload,
-                    timeout=self.request_timeout,
-                    headers={_MSG_ID: f"{self._id_prefix}{job}:{input.slot}"},
-                )
-            except _UNREACHABLE as error:
-                raise self._unavailable(error, "claim") from error
-            ack = json.loads(reply.data)
-            if "error" not in ack:
-                seq = ack.get("seq") or 0
-                if seq and not ack.get("duplicate"):
-                    return True  # the stored original: this claim won
-                if seq:
-                    return await self._owns(nc, subject, seq, input.token)
-                # seq 0 without an error: a 2.9 cluster answering a duplicate of a
-                # claim still in flight. Ask again below.
-            else:
-                problem = _api_error(ack)
-                assert problem is not None
-                if problem.err_code != _ERR_DUPLICATE_IN_PROCESS:
-                    if problem.code == 503:
-                        raise BackendUnavailableError(
-                            f"JetStream at {self.shown} is unavailable (claim):"
-                            f" {problem.description}"
-                        ) from problem
-                    raise problem
-            # A clustered stream has the first claim with this id in flight: its
-            # sequence is known once it is committed. Ask again shortly.
-            now = time.monotonic()
-            if not deadline:
-                deadline = now + self.request_timeout
-            elif now > deadline:
-                raise BackendUnavailableError(
-                    f"claim of {job}:{input.slot} is still in process on {self.shown}; retry"
-                )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.1)
+        subject = (self._subjects.get(job) or self._job_subjects(job))[0]
+        instance = self._instances.get(input.instance_id)
+        if instance is None:
+            instance = json.dumps(input.instance_id)
+            if len(self._instances) < 64:
+                self._instances[input.instance_id] = instance
+        token = input.token
+        token = f'"{token}"' if token.isalnum() else json.dumps(token)
+        # The same JSON as _dumps() of the record, written directly (the hot path).
+        payload = (
+            f'{{"slot":{int(input.slot)},"token":{token},"instance_id":{instance},'
+            f'"at":{_wall_ms() if at is None else at},"manual":false}}'
+        ).encode()
+        return subject, payload, {_MSG_ID: f"{self._id_prefix}{job}:{input.slot}"}
 
-    async def _owns(self, nc: Client, subject: str, seq: int, token: str) -> bool:
-        """Whether the stored claim at ``seq`` carries ``token``."""
-        for attempt in range(3):
-            stored = await self._get_message(nc, {"seq": seq})
-            if stored is not None:
-                stored_subject, data = stored
-                if stored_subject != subject:
-                    return False
-                try:
-                    return bool(json.loads(data).get("token") == token)
-                except (ValueError, AttributeError):
-                    return False
-            if attempt < 2:
-                await asyncio.sleep(0.02 * (attempt + 1))
+    def _claim_verdict(self, ack: dict[str, Any]) -> int:
+        """A claim's acknowledgement: 0 won, > 0 a duplicate of that sequence, -1 ask again."""
+        problem = api_error(ack)
+        if problem is None:
+            seq = int(ack.get("seq") or 0)
+            if seq and not ack.get("duplicate"):
+                return 0  # the stored original: this claim won
+            # seq 0 without an error: a 2.9 cluster answering a duplicate of a
+            # claim still in flight. Ask again.
+            return seq if seq else -1
+        if problem.err_code == _ERR_DUPLICATE_IN_PROCESS:
+            return -1  # a clustered stream has the first claim with this id in flight
+        raise self._answer_error(problem, "claim")
+
+    def _owner_check(self, subject: str, seq: int, stored: _Stored, token: str) -> bool:
+        """Whether the stored claim at ``seq`` carries ``token``; foreign data raises."""
+        if stored.subject != subject:
+            raise ForeignDataError(
+                f"stream {self.stream!r}: the message id of a claim on {subject!r} is held by"
+                f" sequence {seq} on {stored.subject!r}, which anarchon did not write"
+                " (another publisher uses anarchon's message ids)",
+                key=stored.subject,
+            )
+        try:
+            row = json.loads(stored.data)
+            stored_token = row["token"] if isinstance(row, dict) else None
+        except (ValueError, KeyError):
+            stored_token = None
+        if not isinstance(stored_token, str):
+            raise ForeignDataError(
+                f"stream {self.stream!r}: sequence {seq} on {subject!r} is not an anarchon"
+                f" claim record: {stored.data[:80]!r}",
+                key=subject,
+            )
+        return stored_token == token
+
+    def _claim_gone(self, seq: int) -> bool:
         # The claim is remembered but its message is gone (deleted or purged by
         # hand): we cannot prove it is ours, and a false answer never runs a slot twice.
         log.warning(
@@ -728,6 +818,168 @@ class NatsBackend(Backend):
             seq,
         )
         return False
+
+    async def claim(self, input: ClaimInput) -> bool:
+        """Publish the claim with ``Nats-Msg-Id: <job>:<slot>``; the first stored one wins.
+
+        (With a prefix other than ``cron.`` the id is ``<prefix><job>:<slot>``.)
+
+        A duplicate acknowledgement names the stored claim's sequence: it is read
+        and its token compared, so a retried claim with the same token is true
+        again and any other token false. A message there that anarchon did not
+        write raises ``ForeignDataError`` naming its subject.
+        """
+        nc = self._nc
+        if nc is None or not self._ready or nc.is_closed:
+            nc = await self._client()
+        subject, payload, headers = self._claim_request(input)
+        delay = 0.005
+        deadline = 0.0
+        while True:
+            try:
+                reply = await nc.request(
+                    subject, payload, timeout=self.request_timeout, headers=headers
+                )
+            except _UNREACHABLE as error:
+                raise self._unavailable(error, "claim") from error
+            verdict = self._claim_verdict(self._json(reply.data, "claim"))
+            if verdict == 0:
+                return True
+            if verdict > 0:
+                return await self._owns(nc, subject, verdict, input.token)
+            # The first claim with this id is in flight: its sequence is known
+            # once it is committed. Ask again shortly.
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + self.request_timeout
+            elif now > deadline:
+                raise BackendUnavailableError(
+                    f"claim of {input.job}:{input.slot} is still in process on {self.shown}; retry"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    async def _owns(self, nc: Client, subject: str, seq: int, token: str) -> bool:
+        """Whether the stored claim at ``seq`` carries ``token``."""
+        for attempt in range(3):
+            with self._driver_errors("claim"):
+                stored = await self._get_message(nc, {"seq": seq})
+            if stored is not None:
+                return self._owner_check(subject, seq, stored, token)
+            if attempt < 2:
+                await asyncio.sleep(0.02 * (attempt + 1))
+        return self._claim_gone(seq)
+
+    async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """``claim()`` for each item: the chunk's publishes pipelined, their acks awaited together.
+
+        Chunks of :data:`BATCH_CHUNK` claims are published back to back on the
+        one connection; the duplicates among the answers are read back together
+        (``STREAM.MSG.GET`` by sequence) and their tokens compared, exactly as
+        ``claim()`` does. Answers are in request order. If any item failed, the
+        first error is raised once its chunk has ended (items are repeat-safe).
+        """
+        if not inputs:
+            return []
+        if len(inputs) == 1:
+            return [await self.claim(inputs[0])]
+        nc = self._nc
+        if nc is None or not self._ready or nc.is_closed:
+            nc = await self._client()
+        answers: list[bool] = []
+        for start in range(0, len(inputs), BATCH_CHUNK):
+            answers.extend(await self._claim_chunk(nc, inputs[start : start + BATCH_CHUNK]))
+        return answers
+
+    async def _claim_chunk(self, nc: Client, chunk: Sequence[ClaimInput]) -> list[bool]:
+        at = _wall_ms()
+        requests = [self._claim_request(input, at) for input in chunk]
+        won = [False] * len(chunk)
+        errors: list[BaseException | None] = [None] * len(chunk)
+        pending = list(range(len(chunk)))
+        delay = 0.005
+        deadline = 0.0
+        while pending:
+            replies = await self._send(nc, [requests[i] for i in pending], "claim")
+            again: list[int] = []
+            duplicates: list[tuple[int, int]] = []
+            for i, msg in zip(pending, replies, strict=True):
+                try:
+                    verdict = self._claim_verdict(self._answer(msg, "claim"))
+                except (BackendError, BackendUnavailableError) as error:
+                    errors[i] = error
+                    continue
+                if verdict == 0:
+                    won[i] = True
+                elif verdict > 0:
+                    duplicates.append((i, verdict))
+                else:
+                    again.append(i)
+            if duplicates:
+                owned = await self._owns_many(
+                    nc, [(requests[i][0], seq, chunk[i].token) for i, seq in duplicates]
+                )
+                for (i, _seq), answer in zip(duplicates, owned, strict=True):
+                    if isinstance(answer, BaseException):
+                        errors[i] = answer
+                    else:
+                        won[i] = answer
+            if again:
+                now = time.monotonic()
+                if not deadline:
+                    deadline = now + self.request_timeout
+                elif now > deadline:
+                    for i in again:
+                        errors[i] = BackendUnavailableError(
+                            f"claim of {chunk[i].job}:{chunk[i].slot} is still in process"
+                            f" on {self.shown}; retry"
+                        )
+                    break
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.1)
+            pending = again
+        for failure in errors:
+            if failure is not None:
+                raise failure
+        return won
+
+    async def _owns_many(
+        self, nc: Client, items: Sequence[tuple[str, int, str]]
+    ) -> list[bool | BaseException]:
+        """:meth:`_owns` for each ``(subject, seq, token)``, the reads pipelined."""
+        answers: list[bool | BaseException] = [False] * len(items)
+        todo = list(range(len(items)))
+        get = f"{_API}.STREAM.MSG.GET.{self.stream}"
+        for attempt in range(3):
+            replies = await self._send(
+                nc, [(get, _dumps({"seq": items[i][1]}), None) for i in todo], "claim"
+            )
+            missing: list[int] = []
+            for i, msg in zip(todo, replies, strict=True):
+                subject, seq, token = items[i]
+                try:
+                    body = self._answer(msg, "claim")
+                    problem = api_error(body)
+                    if problem is not None:
+                        if problem.err_code == _ERR_NOT_FOUND_MSG or problem.code == 404:
+                            missing.append(i)
+                            continue
+                        raise self._answer_error(problem, "claim")
+                    answers[i] = self._owner_check(subject, seq, _stored(body), token)
+                except (BackendError, BackendUnavailableError, ForeignDataError) as error:
+                    answers[i] = error
+            todo = missing
+            if not todo:
+                break
+            if attempt < 2:
+                await asyncio.sleep(0.02 * (attempt + 1))
+        for i in todo:
+            answers[i] = self._claim_gone(items[i][1])
+        return answers
+
+    async def record_claims(self, inputs: Sequence[ClaimInput]) -> None:
+        """Nothing to do: on NATS the claim itself is the history record."""
+        return None
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Publish a manual claim record: no ``Nats-Msg-Id``, so it is never de-duplicated."""
@@ -749,25 +1001,11 @@ class NatsBackend(Backend):
         body = await self._request(nc, subject, payload, what)
         error = _api_error(body)
         if error is not None:
-            if error.code == 503:
-                raise BackendUnavailableError(
-                    f"JetStream at {self.shown} is unavailable ({what}): {error.description}"
-                ) from error
-            raise error
+            raise self._answer_error(error, what)
         return int(body.get("seq") or 0)
 
-    async def save_result(
-        self,
-        job: str,
-        result: StoredResult,
-        history_size: int,
-        history_ttl_ms: int | None = None,
-    ) -> None:
-        """Publish the result to ``<prefix><job>.results`` (trimmed by the per-subject limit)."""
-        nc = self._nc
-        if nc is None or not self._ready or nc.is_closed:
-            nc = await self._client()
-        subject = self._job_subjects(job)[1]
+    def _result_request(self, job: str, result: StoredResult) -> Request:
+        subject = (self._subjects.get(job) or self._job_subjects(job))[1]
         payload = _dumps(
             {
                 "slot": result.slot,
@@ -782,7 +1020,46 @@ class NatsBackend(Backend):
                 "reason": result.reason,
             }
         )
+        return subject, payload, None
+
+    async def save_result(
+        self,
+        job: str,
+        result: StoredResult,
+        history_size: int,
+        history_ttl_ms: int | None = None,
+    ) -> None:
+        """Publish the result to ``<prefix><job>.results`` (trimmed by the per-subject limit)."""
+        nc = self._nc
+        if nc is None or not self._ready or nc.is_closed:
+            nc = await self._client()
+        subject, payload, _headers = self._result_request(job, result)
         await self._publish(nc, subject, payload, "result")
+
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """``save_result()`` for each item: chunks of publishes pipelined, acks awaited together.
+
+        A result is repeat-safe: history keeps one record per token, so a
+        result published twice (a batch retried after a lost answer) shows once.
+        """
+        if not writes:
+            return
+        nc = self._nc
+        if nc is None or not self._ready or nc.is_closed:
+            nc = await self._client()
+        for start in range(0, len(writes), BATCH_CHUNK):
+            chunk = writes[start : start + BATCH_CHUNK]
+            requests = [self._result_request(w.job, w.result) for w in chunk]
+            first: BaseException | None = None
+            for msg in await self._send(nc, requests, "result"):
+                try:
+                    problem = api_error(self._answer(msg, "result"))
+                    if problem is not None:
+                        raise self._answer_error(problem, "result")
+                except (BackendError, BackendUnavailableError) as error:
+                    first = first or error
+            if first is not None:
+                raise first
 
     # History -------------------------------------------------------------------
 
@@ -797,9 +1074,11 @@ class NatsBackend(Backend):
         nc = await self._client()
         claims: list[ClaimRecord] = []
         results: list[StoredResult] = []
-        for subject, data in await self._read_subjects(
-            nc, f"{self.prefix}{job}.*", (claims_subject, results_subject)
-        ):
+        with self._driver_errors("history"):
+            messages = await self._read_subjects(
+                nc, f"{self.prefix}{job}.*", (claims_subject, results_subject)
+            )
+        for subject, data in messages:
             try:
                 row = json.loads(data)
                 if subject == claims_subject:
@@ -828,8 +1107,13 @@ class NatsBackend(Backend):
                             reason=None if row.get("reason") is None else str(row["reason"]),
                         )
                     )
-            except (ValueError, KeyError, TypeError, AttributeError):
-                log.debug("anarchon: skipping an unreadable message on %s", subject)
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                raise ForeignDataError(
+                    f"stream {self.stream!r}: a message on {subject!r} is not an anarchon"
+                    f" {'claim' if subject == claims_subject else 'result'} record:"
+                    f" {data[:80]!r}",
+                    key=subject,
+                ) from error
         cap = self._job_history.get(job, self.history_size)
         return build_history(job, claims, results, min(limit, cap))
 

@@ -29,14 +29,18 @@ Each process is the worker of this module::
 
     python -m anarchon.testing.fleet worker (--backend URL | --factory MOD:FUNC)
         --instance ID --job NAME --until-ms T --out PATH [--every 200ms]
-        [--jitter 50ms] [--handler-ms 0] [--factory-arg KEY=VALUE ...]
-        [--scheduler-option KEY=VALUE ...] [--job-option KEY=VALUE ...]
-        [--log-level WARNING]
+        [--jitter 50ms] [--handler-ms 0] [--jobs 1] [--clock-skew-ms 0]
+        [--factory-arg KEY=VALUE ...] [--scheduler-option KEY=VALUE ...]
+        [--job-option KEY=VALUE ...] [--log-level WARNING]
 
 It appends to ``PATH`` ``start <store_ms>`` once its scheduler runs,
-``run <slot> <attempt> <instance>`` from each run's handler and
+``run <slot> <attempt> <instance> <started_ms> <job>`` from each run's handler
+(``started_ms``: this machine's wall clock when the handler started) and
 ``stop <store_ms>`` when wall time reaches ``T`` (ms since the epoch), then
-stops its scheduler. Option values are JSON when they parse as JSON
+stops its scheduler. With ``--jobs N`` (N > 1) it runs N identical jobs named
+``NAME-0`` ... ``NAME-<N-1>``; with ``--clock-skew-ms`` its scheduler reads
+time through :class:`~anarchon.clock.SkewedClock` (an instance whose wall
+clock is wrong; the records' ``started_ms`` stay the true time). Option values are JSON when they parse as JSON
 (``true``, ``2``) and strings otherwise (``5s``). Its log goes to stderr.
 
 For other checks (a server restart while the fleet runs, a custom handler
@@ -61,9 +65,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 from anarchon.backend import Backend
+from anarchon.clock import SkewedClock
 from anarchon.context import RunContext
 from anarchon.registry import resolve_backend
 from anarchon.scheduler import Scheduler
@@ -95,11 +100,17 @@ runpy's warning about a module that its package already imported."""
 
 @dataclass(frozen=True)
 class FleetRun:
-    """One run a process recorded: ``run <slot> <attempt> <instance>``."""
+    """One run a process recorded: ``run <slot> <attempt> <instance> [<started_ms> <job>]``.
+
+    ``started_ms`` is the recording machine's true wall clock when the handler
+    started; ``job`` is None for the fleet's only job.
+    """
 
     slot: int
     attempt: int
     instance: str
+    started_ms: int | None = None
+    job: str | None = None
 
 
 @dataclass
@@ -122,6 +133,12 @@ class FleetResult:
     stderr: list[str] = field(default_factory=list)
     history: list[RunRecord] | None = None
     elapsed_s: float = 0.0
+    jobs: list[str] = field(default_factory=list)
+    """Every job of the fleet (empty: just ``job``)."""
+
+    def job_names(self) -> list[str]:
+        """The fleet's jobs: ``jobs``, or ``[job]``."""
+        return list(self.jobs) or [self.job]
 
     @property
     def window(self) -> list[int]:
@@ -141,21 +158,38 @@ class FleetResult:
         window = self.window
         return (window[-1] - window[0]) / 1000 if len(window) > 1 else 0.0
 
-    def ran(self) -> Counter[int]:
-        """How many times each slot of the window ran, from the processes' records."""
+    def ran(self, job: str | None = None) -> Counter[int]:
+        """How many times each slot of the window ran for ``job`` (default: the first job)."""
         window = self.window
         if not window:
             return Counter()
-        return Counter(r.slot for r in self.runs if window[0] <= r.slot <= window[-1])
+        job = job or self.job_names()[0]
+        return Counter(
+            r.slot
+            for r in self.runs
+            if (r.job or self.job) == job and window[0] <= r.slot <= window[-1]
+        )
 
-    def duplicates(self) -> dict[int, int]:
-        """Slots of the window that ran more than once, with their count."""
-        return {slot: n for slot, n in sorted(self.ran().items()) if n > 1}
+    def duplicates(self, job: str | None = None) -> dict[int, int]:
+        """Slots of the window that ran more than once for ``job``, with their count."""
+        return {slot: n for slot, n in sorted(self.ran(job).items()) if n > 1}
 
-    def missed(self) -> list[int]:
-        """Slots of the window that never ran."""
-        ran = self.ran()
+    def missed(self, job: str | None = None) -> list[int]:
+        """Slots of the window that never ran for ``job``."""
+        ran = self.ran(job)
         return [slot for slot in self.window if ran[slot] == 0]
+
+    def early(self, tolerance_ms: int = 0) -> list[FleetRun]:
+        """Runs whose handler started more than ``tolerance_ms`` before their slot.
+
+        Judged by ``started_ms`` (the true wall clock of the recording machine):
+        meaningful when the store's clock is this machine's, a store on this host.
+        """
+        return [
+            r
+            for r in self.runs
+            if r.started_ms is not None and r.started_ms < r.slot - tolerance_ms
+        ]
 
     def problems(self, *, min_window_s: float | None = None, min_instances: int = 2) -> list[str]:
         """Every failed check, as messages (empty when the fleet ran each slot exactly once).
@@ -185,15 +219,22 @@ class FleetResult:
                 f" their starts spread over {spread:.1f} s: raise startup_s"
             )
         window = self.window
-        duplicates = self.duplicates()
-        if duplicates:
-            problems.append(
-                f"{len(duplicates)} slots ran more than once: "
-                + ", ".join(f"{slot} x{n}" for slot, n in list(duplicates.items())[:20])
-            )
-        missed = self.missed()
-        if missed:
-            problems.append(f"{len(missed)} of {len(window)} slots never ran: {missed[:20]}")
+        for job in self.job_names():
+            label = "" if len(self.job_names()) == 1 else f"job {job}: "
+            duplicates = self.duplicates(job)
+            if duplicates:
+                problems.append(
+                    f"{label}{len(duplicates)} slots ran more than once: "
+                    + ", ".join(f"{slot} x{n}" for slot, n in list(duplicates.items())[:20])
+                )
+            missed = self.missed(job)
+            if missed:
+                problems.append(
+                    f"{label}{len(missed)} of {len(window)} slots never ran: {missed[:20]}"
+                )
+            if len(problems) >= 20:
+                problems.append("(further jobs not listed)")
+                break
         retried = [r for r in self.runs if r.attempt != 1]
         if retried:
             problems.append(f"{len(retried)} runs were not a first attempt: {retried[:10]}")
@@ -211,7 +252,24 @@ class FleetResult:
     def _history_problems(self, window: list[int]) -> list[str]:
         assert self.history is not None
         problems: list[str] = []
-        in_window = [r for r in self.history if window[0] <= r.slot <= window[-1]]
+        names = self.job_names()
+        for job in names:
+            label = "" if len(names) == 1 else f"job {job}: "
+            found = [f"{label}{text}" for text in self._job_history_problems(job, window)]
+            problems.extend(found)
+            if len(problems) >= 20:
+                problems.append("(further jobs not listed)")
+                break
+        return problems
+
+    def _job_history_problems(self, job: str, window: list[int]) -> list[str]:
+        assert self.history is not None
+        problems: list[str] = []
+        in_window = [
+            r
+            for r in self.history
+            if (r.job == job or len(self.job_names()) == 1) and window[0] <= r.slot <= window[-1]
+        ]
         per_slot = Counter(r.slot for r in in_window)
         absent = [slot for slot in window if per_slot[slot] == 0]
         if absent:
@@ -225,7 +283,7 @@ class FleetResult:
         statuses = Counter(r.status for r in in_window)
         if set(statuses) - {"ok"}:
             problems.append(f"history has runs that did not end ok: {dict(statuses)}")
-        winner = {r.slot: r.instance for r in self.runs}
+        winner = {r.slot: r.instance for r in self.runs if (r.job or self.job) == job}
         differ = [
             (r.slot, r.instance_id, winner.get(r.slot))
             for r in in_window
@@ -253,8 +311,9 @@ class FleetResult:
         """One line: processes, window, runs and winners."""
         window = set(self.window)
         winners = Counter(r.instance for r in self.runs if r.slot in window)
+        jobs = "" if len(self.job_names()) == 1 else f" x {len(self.job_names())} jobs"
         return (
-            f"{self.processes} processes, {len(window)} slots in {self.common_s:.1f} s,"
+            f"{self.processes} processes, {len(window)} slots{jobs} in {self.common_s:.1f} s,"
             f" {len(self.runs)} runs, wins per instance {dict(sorted(winners.items()))},"
             f" {self.elapsed_s:.1f} s in all"
         )
@@ -282,6 +341,12 @@ def parse_records(paths: Sequence[Path | str], result: FleetResult) -> FleetResu
                     continue
                 if fields[0] == "run" and len(fields) == 4:
                     result.runs.append(FleetRun(int(fields[1]), int(fields[2]), fields[3]))
+                    continue
+                if fields[0] == "run" and len(fields) == 6:
+                    slot, attempt, instance, started, job = fields[1:]
+                    result.runs.append(
+                        FleetRun(int(slot), int(attempt), instance, int(started), job)
+                    )
                     continue
             except ValueError:
                 pass
@@ -312,8 +377,10 @@ class Fleet:
         every_ms: int,
         window_s: float,
         until_ms: int,
+        jobs: int = 1,
     ) -> None:
         self.procs = procs
+        self.jobs = job_names(job, jobs)
         self.outs = outs
         self.errs = errs
         self.job = job
@@ -394,23 +461,33 @@ class Fleet:
             returncodes=[p.returncode for p in self.procs],
             stderr=[e.read_text(errors="replace") if e.exists() else "" for e in self.errs],
             elapsed_s=time.monotonic() - self._began,
+            jobs=self.jobs if len(self.jobs) > 1 else [],
         )
         parse_records(self.outs, result)
         if reader is not None:
             span_ms = self.until_ms - (min(result.starts) if result.starts else self.until_ms)
             limit = max(2000, 2 * span_ms // self.every_ms + 100)
-            result.history = read_history(reader, self.job, limit)
+            result.history = read_history(reader, self.jobs, limit)
         return result
 
 
-def read_history(reader: Backend | str, job: str, limit: int) -> list[RunRecord]:
-    """``reader.history(job, limit)`` in a fresh event loop, with init and close around it."""
+def job_names(job: str, jobs: int = 1) -> list[str]:
+    """The names of a fleet's jobs: ``[job]``, or ``job-0`` ... ``job-<jobs-1>``."""
+    return [job] if jobs == 1 else [f"{job}-{k}" for k in range(jobs)]
+
+
+def read_history(reader: Backend | str, job: str | Sequence[str], limit: int) -> list[RunRecord]:
+    """``reader.history(job, limit)`` (of each job, one after the other) in a fresh event loop."""
     backend = resolve_backend(reader)
+    jobs = [job] if isinstance(job, str) else list(job)
 
     async def read() -> list[RunRecord]:
         await backend.init()
         try:
-            return await backend.history(job, limit)
+            records: list[RunRecord] = []
+            for name in jobs:
+                records.extend(await backend.history(name, limit))
+            return records
         finally:
             await backend.close()
 
@@ -434,6 +511,8 @@ def start_fleet(
     job_options: Mapping[str, object] | None = None,
     log_level: str = "WARNING",
     env: Mapping[str, str] | None = None,
+    jobs: int = 1,
+    clock_skews_ms: Sequence[int] | None = None,
 ) -> Fleet:
     """Start the fleet's processes and return at once; see :func:`run_fleet` for the arguments.
 
@@ -444,8 +523,11 @@ def start_fleet(
     """
     if (backend is None) == (factory is None):
         raise ValueError("give either a backend URL or a factory 'module:function'")
-    if processes < 1 or every_ms < 1 or window_s <= 0:
-        raise ValueError("processes, every_ms and window_s must be positive")
+    if processes < 1 or every_ms < 1 or window_s <= 0 or jobs < 1:
+        raise ValueError("processes, every_ms, window_s and jobs must be positive")
+    skews = list(clock_skews_ms or [0])
+    if not skews:
+        raise ValueError("clock_skews_ms must not be empty")
     job = job or f"fleet-{uuid.uuid4().hex[:8]}"
     tmp = Path(tmp_path)
     tmp.mkdir(parents=True, exist_ok=True)
@@ -455,7 +537,7 @@ def start_fleet(
         *(["--backend", backend] if backend is not None else ["--factory", str(factory)]),
         *["--job", job, "--until-ms", str(until_ms)],
         *["--every", f"{every_ms}ms", "--jitter", f"{jitter_ms}ms"],
-        *["--handler-ms", str(handler_ms), "--log-level", log_level],
+        *["--handler-ms", str(handler_ms), "--log-level", log_level, "--jobs", str(jobs)],
         *_options("--factory-arg", factory_args),
         *_options("--scheduler-option", scheduler_options),
         *_options("--job-option", job_options),
@@ -474,7 +556,11 @@ def start_fleet(
             with open(err, "wb") as stderr:
                 procs.append(
                     subprocess.Popen(
-                        [*command, "--instance", f"proc-{i}", "--out", str(out), *common],
+                        [
+                            *command,
+                            *["--instance", f"proc-{i}", "--out", str(out), *common],
+                            *["--clock-skew-ms", str(skews[i % len(skews)])],
+                        ],
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=stderr,
@@ -488,7 +574,14 @@ def start_fleet(
             proc.wait()
         raise
     return Fleet(
-        procs, outs, errs, job=job, every_ms=every_ms, window_s=window_s, until_ms=until_ms
+        procs,
+        outs,
+        errs,
+        job=job,
+        every_ms=every_ms,
+        window_s=window_s,
+        until_ms=until_ms,
+        jobs=jobs,
     )
 
 
@@ -511,6 +604,8 @@ def run_fleet(
     log_level: str = "WARNING",
     env: Mapping[str, str] | None = None,
     check: bool = True,
+    jobs: int = 1,
+    clock_skews_ms: Sequence[int] | None = None,
 ) -> FleetResult:
     """Run ``processes`` schedulers on one store for ``window_s`` together; check exactly once.
 
@@ -529,6 +624,9 @@ def run_fleet(
       keywords of ``every()`` (``overlap``, ``max_attempts``...).
     - ``log_level``: the workers' log level (their log is in ``FleetResult.stderr``).
     - ``check``: call :meth:`FleetResult.assert_exactly_once` before returning.
+    - ``jobs``: identical jobs per process (``<job>-0`` ...; each checked).
+    - ``clock_skews_ms``: process ``i`` runs with its clock shifted by
+      ``clock_skews_ms[i % len]`` ms (:class:`~anarchon.clock.SkewedClock`).
 
     Processes still running 40 s after the fleet's end are killed (and fail
     the check). Returns the :class:`FleetResult`.
@@ -549,6 +647,8 @@ def run_fleet(
         job_options=job_options,
         log_level=log_level,
         env=env,
+        jobs=jobs,
+        clock_skews_ms=clock_skews_ms,
     )
     with fleet:
         result = fleet.wait(reader=reader)
@@ -583,9 +683,8 @@ def _build_backend(args: argparse.Namespace) -> Backend:
     return built
 
 
-def _record(out: str, text: str) -> None:
-    with open(out, "a", buffering=1) as f:
-        f.write(text + "\n")
+def _record(out: IO[str], text: str) -> None:
+    out.write(text + "\n")
 
 
 async def _store_ms(backend: Backend) -> int:
@@ -593,19 +692,22 @@ async def _store_ms(backend: Backend) -> int:
     return now if now is not None else time.time_ns() // 1_000_000
 
 
-async def _work(args: argparse.Namespace) -> None:
+async def _work(args: argparse.Namespace, out: IO[str]) -> None:
     backend = _build_backend(args)
     options: dict[str, Any] = {"stop_grace": 2, **dict(args.scheduler_option)}
+    if args.clock_skew_ms:
+        options["clock"] = SkewedClock(args.clock_skew_ms)
     scheduler = Scheduler(backend, instance_id=args.instance, **options)
-    out: str = args.out
     handler_s = args.handler_ms / 1000
 
     async def handler(ctx: RunContext) -> None:
-        _record(out, f"run {ctx.slot} {ctx.attempt} {ctx.instance_id}")
+        started = time.time_ns() // 1_000_000
+        _record(out, f"run {ctx.slot} {ctx.attempt} {ctx.instance_id} {started} {ctx.job}")
         if handler_s:
             await asyncio.sleep(handler_s)
 
-    scheduler.every(args.job, args.every, handler, jitter=args.jitter, **dict(args.job_option))
+    for name in job_names(args.job, args.jobs):
+        scheduler.every(name, args.every, handler, jitter=args.jitter, **dict(args.job_option))
     try:
         async with scheduler:
             _record(out, f"start {await _store_ms(backend)}")
@@ -633,6 +735,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--every", default="200ms", help="the job's interval")
     worker.add_argument("--jitter", default="50ms", help="the job's jitter")
     worker.add_argument("--handler-ms", type=int, default=0, help="how long each run sleeps")
+    worker.add_argument("--jobs", type=int, default=1, help="identical jobs (NAME-0 ...)")
+    worker.add_argument("--clock-skew-ms", type=int, default=0, help="shift the scheduler's clock")
     worker.add_argument("--scheduler-option", type=_key_value, action="append", default=[])
     worker.add_argument("--job-option", type=_key_value, action="append", default=[])
     worker.add_argument("--log-level", default="WARNING")
@@ -647,7 +751,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    asyncio.run(_work(args))
+    with open(args.out, "a", buffering=1) as out:
+        asyncio.run(_work(args, out))
     return 0
 
 
