@@ -283,6 +283,10 @@ def test_non_string_inputs() -> None:
         timedelta(seconds=-1),
         timedelta(microseconds=1),
         10**17,  # 10**20 ms does not fit the engine's 64-bit milliseconds
+        10**400,  # too large for a float: still InvalidJobError, not OverflowError
+        -(10**400),
+        pytest.param(10**5000, id="10**5000"),  # too long for repr() (Python's 4300-digit limit)
+        "1" * 400 + "ms",
         "9999999999999999h",
     ],
 )
@@ -302,7 +306,10 @@ def test_bad_interval_text_position(interval: str, position: int) -> None:
     assert info.value.position == position
 
 
-@pytest.mark.parametrize("offset", ["-1s", -1, math.nan, True, "x"])
+@pytest.mark.parametrize(
+    "offset",
+    ["-1s", -1, math.nan, True, "x", 10**400, pytest.param(-(10**5000), id="-10**5000"), 2**62],
+)
 def test_bad_offset(offset: object) -> None:
     with pytest.raises(InvalidJobError) as info:
         Every("10s", offset=offset)  # type: ignore[arg-type]

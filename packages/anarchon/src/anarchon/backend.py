@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from anarchon.batching import per_item
-from anarchon.errors import AnarchonError, BackendUnavailableError, InvalidConfigError
+from anarchon.errors import (
+    AnarchonError,
+    BackendUnavailableError,
+    InvalidConfigError,
+    UnsupportedError,
+)
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.types import (
     ActiveRun,
     ClaimInput,
@@ -167,6 +173,26 @@ class Backend(abc.ABC):
         if isinstance(error, AnarchonError):
             return False
         return isinstance(error, (ConnectionError, TimeoutError, OSError))
+
+    # Optional fleet members (docs/operations.md, "Fleet view") --------------
+    # A backend without them still schedules; the fleet view, drift warnings
+    # and pause/resume/skip then raise UnsupportedError naming the backend.
+
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Record (or refresh) what one instance declares; entries expire ``ttl_ms`` after now."""
+        raise UnsupportedError(f"backend {self.name!r} has no fleet registry")
+
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        raise UnsupportedError(f"backend {self.name!r} has no fleet registry")
+
+    async def set_control(self, control: JobControl) -> None:
+        """Store the fleet-wide control of ``control.job`` (replacing the old one)."""
+        raise UnsupportedError(f"backend {self.name!r} has no fleet-wide controls")
+
+    async def controls(self) -> dict[str, JobControl]:
+        """The fleet-wide controls of every job that has one."""
+        raise UnsupportedError(f"backend {self.name!r} has no fleet-wide controls")
 
     # Optional batch members (docs/extending.md, "Batch members") ----------
 

@@ -24,7 +24,7 @@ def to_ms(value: Duration, *, what: str = "duration", allow_zero: bool = True) -
     if isinstance(value, timedelta):
         ms = value / timedelta(milliseconds=1)
     elif isinstance(value, (int, float)):
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise InvalidJobError(f"{what} must be finite, got {value!r}")
         ms = value * 1000
     elif isinstance(value, str):
@@ -35,13 +35,21 @@ def to_ms(value: Duration, *, what: str = "duration", allow_zero: bool = True) -
         )
     if ms < 0 or (ms == 0 and not allow_zero):
         raise InvalidJobError(
-            f"{what} must be {'>= 0' if allow_zero else 'positive'}, got {value!r}"
+            f"{what} must be {'>= 0' if allow_zero else 'positive'}, got {_shown(value)}"
         )
     if ms > _MAX_MS:
-        raise InvalidJobError(f"{what} is too large, got {value!r}")
+        raise InvalidJobError(f"{what} is too large (at most 2**62 ms), got {_shown(value)}")
     if ms != int(ms):
         raise InvalidJobError(f"{what} must be a whole number of milliseconds, got {value!r}")
     return int(ms)
+
+
+def _shown(value: Duration) -> str:
+    """``repr(value)``, short: a huge int (which ``repr`` may even refuse) by its size."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _parse_text(text: str, what: str) -> float:
