@@ -3,7 +3,8 @@
     python sql_many_jobs_worker.py URL INSTANCE JOBS EVERY UNTIL_MS OUT
 
 declares ``JOBS`` jobs ``m0`` ... ``m<JOBS-1>`` due every ``EVERY`` with no
-jitter on the store at ``URL`` and runs until wall time ``UNTIL_MS``. It
+jitter and overlap allowed (as in the 8-process fleet test: a run whose finish
+is still on its way must not make the next slot an overlap skip) on the store at ``URL`` and runs until wall time ``UNTIL_MS``. It
 writes, in the format of ``anarchon.testing.fleet`` with the job in front,
 ``start <store_ms>``, ``run <job> <slot> <attempt> <instance>`` per run and
 ``stop <store_ms>`` to ``OUT``; its log (WARNING and up) goes to stderr.
@@ -34,7 +35,7 @@ async def work(url: str, instance: str, jobs: int, every: str, until_ms: int, ou
             out.flush()
 
     for k in range(jobs):
-        scheduler.every(f"m{k}", every, handler, jitter=0)
+        scheduler.every(f"m{k}", every, handler, jitter=0, overlap=True)
     flusher = asyncio.create_task(flush())
     try:
         async with scheduler:
