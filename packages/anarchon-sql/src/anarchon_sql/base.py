@@ -318,8 +318,8 @@ class SqlRunStore(RunStore):
                     [r.token for r in chunk],
                 )
                 rows = await b._statement(client, b._heartbeat_many_sql, params)
-                renewed = {(str(job), int(slot), str(token)) for job, slot, token in rows}
-                answers += [(r.job, int(r.slot), r.token) in renewed for r in chunk]
+                renewed = {int(i): bool(ok) for i, ok in rows}
+                answers += [renewed[i + 1] for i in range(len(chunk))]
             else:
                 answers += await b._in_transaction(
                     client,
