@@ -123,9 +123,15 @@ def _many_jobs(url: str, reader: Backend, tmp_path: Path) -> None:
     sample = results[jobs[0]]
     twice = sum(len(r.duplicates()) for r in results.values())
     missed = sum(len(r.missed()) for r in results.values())
+    per_slot: dict[int, int] = defaultdict(int)
+    for result in results.values():
+        for slot in result.missed():
+            per_slot[slot] += 1
+    first = sample.window[0] if sample.window else 0
     print(
         f"return codes {codes}; job-slots in the window: {len(sample.window) * JOBS},"
-        f" ran twice {twice}, never ran {missed}"
+        f" ran twice {twice}, never ran {missed}; jobs missing each slot of the window:"
+        f" {[(round((slot - first) / 1000), n) for slot, n in sorted(per_slot.items())]}"
     )
     print(
         f"{PROCESSES} processes x {JOBS} jobs every {EVERY_MS} ms: {len(sample.window)} slots"

@@ -3,9 +3,8 @@
 - ``<prefix>claim_v1(...)``: the whole claim tree (docs/leases.md) of one
   ``(job, slot)`` in one call;
 - ``<prefix>claim_many_v1(arrays...)``: ``claim_v1`` for each item of a
-  chunk, in one call; items are taken in the order of their job lock (so two
-  chunks never wait for each other in a cycle), items of one job in request
-  order; each row carries the item's 1-based index;
+  chunk, in one call; items are taken in the order of their job lock, items
+  of one job in request order; each row carries the item's 1-based index;
 - ``<prefix>heartbeat_many_v1(...)`` and ``<prefix>finish_many_v1(...)``:
   the single heartbeat's or finish's statements for each item, one
   primary-key update each (a set-based ``UPDATE ... FROM unnest()`` was
@@ -15,7 +14,10 @@
   transaction for each item of a chunk (finish a plain claim's state, upsert
   the result, count the save, trim history), in one call.
 
-The functions' names carry their version, so old and new instances of a
+Every batch function takes each item's job lock (``pg_advisory_xact_lock``)
+before touching its rows, in one global order (the lock key, then the slot),
+so chunks of different instances and members wait for each other but never
+in a cycle. The functions' names carry their version, so old and new instances of a
 rolling deploy each call their own.
 """
 
@@ -204,8 +206,9 @@ $anarchon$"""
 def save_many_function(table: Callable[[str], str], now: str) -> str:
     """``save_many_v1``: ``SqlBackend._save_tx`` for each item, items of one job in request order.
 
-    Jobs are taken in a fixed order (by name) so that two chunks lock the
-    jobs' counter rows in the same order. ``p_retention`` is NULL where the
+    Each item first takes its job's lock, as a claim does, and items are
+    taken in the job locks' order (as in ``claim_many_v1``): every chunk then
+    locks jobs in one global order, and the rows of a job only under its lock. ``p_retention`` is NULL where the
     backend has not learnt the job's limits (run state is then not trimmed).
     """
     runs, claims, results, jobs = table("runs"), table("claims"), table("results"), table("jobs")
@@ -215,6 +218,7 @@ def save_many_function(table: Callable[[str], str], now: str) -> str:
     )
     keep_results = keep.format(runs=runs, t=results)
     keep_claims = keep.format(runs=runs, t=claims)
+    prefix = table("x")[:-1]  # the validated table prefix: safe in a literal
     return f"""
 CREATE OR REPLACE FUNCTION {table(SAVE_MANY_FUNCTION)}(
     p_jobs text[], p_tokens text[], p_slots bigint[], p_attempts integer[], p_instances text[],
@@ -230,8 +234,10 @@ DECLARE
     cut bigint;
 BEGIN
     FOR i IN
-        SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i) ORDER BY p_jobs[u.i], u.i
+        SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i)
+         ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), u.i
     LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
         IF p_manual[i] = 0 AND p_statuses[i] <> 'running' THEN
             UPDATE {runs} SET status = 'finished', finished_at = {now}, outcome = p_statuses[i],
                    error = p_errors[i]
@@ -281,10 +287,13 @@ def heartbeat_many_function(table: Callable[[str], str], now: str) -> str:
     """``heartbeat_many_v1``: the single heartbeat's ``UPDATE`` for each item; ``(index, renewed)``.
 
     One primary-key update per item, so the cost never depends on the
-    planner's statistics (a fresh table has none). Items are taken by
-    ``(job, slot)``, so two chunks lock rows in the same order.
+    planner's statistics (a fresh table has none). Each item first takes its
+    job's lock, in the job locks' order (as ``claim_many_v1``): a claim chunk
+    of another instance holds the rows it looked at until it commits, and
+    without the same order the two chunks deadlocked.
     """
     runs = table("runs")
+    prefix = table("x")[:-1]  # the validated table prefix: safe in a literal
     return f"""
 CREATE OR REPLACE FUNCTION {table(HEARTBEAT_MANY_FUNCTION)}(
     p_lease_ms bigint, p_jobs text[], p_slots bigint[], p_tokens text[],
@@ -296,8 +305,9 @@ DECLARE
 BEGIN
     FOR i IN
         SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i)
-         ORDER BY p_jobs[u.i], p_slots[u.i], u.i
+         ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), p_slots[u.i], u.i
     LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
         UPDATE {runs} SET lease_expires_at = {now} + p_lease_ms
          WHERE job = p_jobs[i] AND slot = p_slots[i] AND token = p_tokens[i]
            AND status = 'running' AND released = 0;
@@ -316,6 +326,7 @@ def finish_many_function(table: Callable[[str], str], now: str) -> str:
     now, or was already finished by the same token (a retried finish).
     """
     runs = table("runs")
+    prefix = table("x")[:-1]  # the validated table prefix: safe in a literal
     return f"""
 CREATE OR REPLACE FUNCTION {table(FINISH_MANY_FUNCTION)}(
     p_jobs text[], p_slots bigint[], p_tokens text[], p_statuses text[], p_errors text[],
@@ -327,8 +338,9 @@ DECLARE
 BEGIN
     FOR i IN
         SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i)
-         ORDER BY p_jobs[u.i], p_slots[u.i], u.i
+         ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), p_slots[u.i], u.i
     LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
         UPDATE {runs} SET status = 'finished', finished_at = {now}, outcome = p_statuses[i],
                error = p_errors[i]
          WHERE job = p_jobs[i] AND slot = p_slots[i] AND token = p_tokens[i]
