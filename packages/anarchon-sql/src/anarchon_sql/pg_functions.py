@@ -169,8 +169,17 @@ END
 $anarchon$"""
 
 
-def claim_many_function(table: Callable[[str], str]) -> str:
-    """``claim_many_v1``: ``claim_v1`` for each item, in job-lock order; rows carry the index."""
+def claim_many_function(table: Callable[[str], str], now: str) -> str:
+    """``claim_many_v1``: ``claim_v1`` for each item, in job-lock order; rows carry the index.
+
+    Under the item's job lock, a run that is already decided for this claim
+    (done, or running with a live lease of another token) is answered from a
+    plain read, as ``claim_v1`` would answer it; every other item (a new
+    slot, its own token, an expired lease) goes through ``claim_v1``. So the
+    losers of a race take no row lock and write nothing, and do not hold the
+    owner's row until the chunk commits.
+    """
+    runs = table("runs")
     prefix = table("x")[:-1]  # the validated table prefix: safe in a literal
     return f"""
 CREATE OR REPLACE FUNCTION {table(CLAIM_MANY_FUNCTION)}(
@@ -183,15 +192,35 @@ LANGUAGE plpgsql VOLATILE AS $anarchon$
 DECLARE
     i integer;
     c record;
+    r record;
+    t bigint;
 BEGIN
     FOR i IN
         SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i)
          ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), u.i
     LOOP
+        out_i := i;
+        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
+        t := {now};
+        SELECT s.attempt, s.token, s.status, s.runner, s.lease_expires_at, s.released
+          INTO r FROM {runs} AS s WHERE s.job = p_jobs[i] AND s.slot = p_slots[i];
+        IF FOUND AND NOT (r.token = p_tokens[i] AND r.status = 'running' AND r.released = 0)
+           AND (r.status <> 'running' OR r.token = p_tokens[i] OR r.lease_expires_at > t) THEN
+            out_attempt := r.attempt;
+            out_runner := r.runner;
+            out_lease := r.lease_expires_at;
+            out_token := r.token;
+            IF r.status <> 'running' OR r.token = p_tokens[i] THEN
+                out_kind := 'done';
+            ELSE
+                out_kind := 'running';
+            END IF;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
         SELECT * INTO c FROM {table(CLAIM_FUNCTION)}(
             p_jobs[i], p_slots[i], p_tokens[i], p_instances[i], p_lease_ms[i],
             p_max_attempts[i], p_overlap[i], p_deadlines[i], p_create[i]);
-        out_i := i;
         out_kind := c.out_kind;
         out_attempt := c.out_attempt;
         out_runner := c.out_runner;

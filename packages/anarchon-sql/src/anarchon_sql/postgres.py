@@ -99,7 +99,7 @@ class PostgresDialect(SqlDialect):
         """The functions ``<prefix>claim_v1`` and the batch functions (``*_many_v1``)."""
         return [
             claim_function(table, self.now_ms),
-            claim_many_function(table),
+            claim_many_function(table, self.now_ms),
             heartbeat_many_function(table, self.now_ms),
             finish_many_function(table, self.now_ms),
             save_many_function(table, self.now_ms),
