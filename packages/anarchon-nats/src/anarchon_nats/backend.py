@@ -1,4 +1,4 @@
-"""``NatsBackend``: claims by de-duplicated publish on NATS JetStream (SPEC §6).
+"""``NatsBackend``: claims by de-duplicated publish on NATS JetStream (docs/backends/nats.md).
 
 A claim publishes the claim record to ``<prefix><job>.claims`` with the header
 ``Nats-Msg-Id: <job>:<slot>``. Within the stream's duplicate window JetStream
@@ -10,7 +10,9 @@ so a retried claim (same token) is still recognised as the winner's.
 
 Results go to ``<prefix><job>.results``; history reads both subjects of a job
 with a short-lived consumer and merges them with :func:`anarchon.build_history`.
-There are no leases (``runs`` is None).
+``now_ms()`` is the server's clock: the time JetStream stamps on a message
+published to ``<prefix>_clock``. ``claim_many`` and ``save_results`` pipeline
+their publishes on the one connection. There are no leases (``runs`` is None).
 """
 
 from __future__ import annotations
@@ -473,7 +475,7 @@ class NatsBackend(Backend):
         return body
 
     async def _ensure_stream(self) -> None:
-        """Create the stream if missing; bring an existing one to our settings (SPEC §6).
+        """Create the stream if missing; bring an existing one to ours (docs/backends/nats.md).
 
         An existing stream is changed only by a backend that knows its jobs
         (``check_job`` or ``prepare_job`` ran): a process that only reads
