@@ -4,6 +4,29 @@
                                            [--store postgres|sqlite|both]
                                            [--synchronous full|normal] [--variants]
                                            [--install-inline]
+                                           [--mode single|batch|both] [--batch 500]
+
+``--mode batch`` (or ``both``, the default) adds the batched claims: chunks of
+``--batch`` claims, one new slot of each of ``--batch`` jobs per chunk (the
+jobs of one wake-up), through ``backend.runs.claim_many()`` vs
+
+- **raw, PostgreSQL**: the backend's one statement per chunk,
+  ``SELECT ... FROM <prefix>claim_many_v1(%s::text[], ...)`` with the same
+  nine arrays, on a psycopg ``AsyncConnection`` (autocommit);
+- **raw, SQLite**: the backend's own statements for every claim of the chunk
+  in one ``BEGIN IMMEDIATE`` transaction, run on aiosqlite's thread in one
+  hop with the stdlib ``sqlite3`` connection underneath (the physical floor
+  of the same driver);
+- **fallback**: ``RunStore.claim_many`` of the base class (what a backend
+  without native batch members gets: single claims, 16 in flight) — the
+  "before".
+
+It prints claims/s, the p50/p99 latency of one chunk, client CPU per claim
+(``time.process_time()`` of this process; for SQLite that includes SQLite's
+own work, which runs in-process) and, for one cycle of ``--batch`` job-slots
+(claim, finish, save the result), the store round trips per job-slot, single
+calls vs batch members (PostgreSQL: statements + BEGIN/COMMIT of explicit
+transactions; SQLite: calls into aiosqlite's thread).
 
 Starts its own throw-away PostgreSQL (Debian's binaries, through
 ``packages/anarchon-sql/tests/sqltest_servers.py``; fsync and
@@ -58,7 +81,8 @@ from typing import Any
 
 import aiosqlite
 import psycopg
-from anarchon.types import RunClaim
+from anarchon.backend import RunStore
+from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
 from anarchon_sql import PostgresBackend, SqlBackend, SqliteBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages/anarchon-sql/tests"))
@@ -72,6 +96,12 @@ TARGET = 0.70
 
 Stats = tuple[float, float, float]
 """(claims/s, p50 ms, p99 ms)."""
+
+BatchStats = tuple[float, float, float, float]
+"""(claims/s, p50 ms per chunk, p99 ms per chunk, client CPU µs per claim)."""
+
+RunBatch = Callable[[int], Awaitable[None]]
+"""One chunk: a new slot of each job, in round ``i``; raises unless every claim won."""
 
 Claim = Callable[[int], Awaitable[None]]
 """One claim of the ``i``-th new slot; raises unless it won."""
@@ -336,6 +366,326 @@ async def bench_sqlite(
         await conn.close()
 
 
+# Batched claims ------------------------------------------------------------------
+
+
+async def timed_batches(run: RunBatch, seconds: float, size: int, warmup: int = 3) -> BatchStats:
+    """Run chunks back to back for ``seconds`` (after ``warmup`` chunks); claims/s, latency, CPU."""
+    for i in range(warmup):
+        await run(-1 - i)
+    latencies: list[float] = []
+    perf = time.perf_counter
+    cpu0, start = time.process_time(), perf()
+    i = 0
+    while True:
+        t0 = perf()
+        await run(i)
+        t1 = perf()
+        latencies.append(t1 - t0)
+        i += 1
+        if t1 - start >= seconds:
+            break
+    cpu, elapsed = time.process_time() - cpu0, perf() - start
+    claims = len(latencies) * size
+    latencies.sort()
+    p50 = latencies[len(latencies) // 2] * 1000
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+    return claims / elapsed, p50, p99, cpu / claims * 1e6
+
+
+def _batch_claims(jobs: list[str], i: int, side: str) -> list[RunClaim]:
+    slot = _slot(i)
+    return [
+        RunClaim(job, slot, f"{side}{i}", side, LEASE_MS, MAX_ATTEMPTS, overlap=True)
+        for job in jobs
+    ]
+
+
+def _jobs(size: int) -> list[str]:
+    tag = uuid.uuid4().hex[:6]
+    return [f"batch-{tag}-{k}" for k in range(size)]
+
+
+def backend_batch(backend: SqlBackend, size: int) -> RunBatch:
+    """``backend.runs.claim_many()`` of one new slot of ``size`` jobs."""
+    jobs, runs = _jobs(size), backend.runs
+
+    async def run(i: int) -> None:
+        outcomes = await runs.claim_many(_batch_claims(jobs, i, "backend"))
+        if not all(o.won for o in outcomes):
+            raise AssertionError([o for o in outcomes if not o.won][:3])
+
+    return run
+
+
+def fallback_batch(backend: SqlBackend, size: int) -> RunBatch:
+    """The base class's ``RunStore.claim_many``: single claims under bounded concurrency."""
+    jobs, runs = _jobs(size), backend.runs
+
+    async def run(i: int) -> None:
+        outcomes = await RunStore.claim_many(runs, _batch_claims(jobs, i, "fallback"))
+        if not all(o.won for o in outcomes):
+            raise AssertionError([o for o in outcomes if not o.won][:3])
+
+    return run
+
+
+def raw_postgres_batch(
+    conn: psycopg.AsyncConnection[Any], backend: PostgresBackend, size: int
+) -> RunBatch:
+    """The backend's ``claim_many_v1`` statement with the same nine arrays, on a psycopg connection."""
+    statement = backend.dialect.claim_many_statement(backend.tables)
+    assert statement is not None
+    sql = backend.dialect.placeholders(statement)
+    jobs = _jobs(size)
+
+    async def run(i: int) -> None:
+        slot, token = _slot(i), f"raw{i}"
+        params = (
+            jobs,
+            [slot] * size,
+            [token] * size,
+            ["raw"] * size,
+            [LEASE_MS] * size,
+            [MAX_ATTEMPTS] * size,
+            [True] * size,
+            [None] * size,
+            [True] * size,
+        )
+        cur = await conn.execute(sql, params)
+        rows = await cur.fetchall()
+        if len(rows) != size or any(row[1] != "won" for row in rows):
+            raise AssertionError(rows[:3])
+
+    return run
+
+
+def raw_sqlite_batch(conn: aiosqlite.Connection, backend: SqliteBackend, size: int) -> RunBatch:
+    """The backend's claim statements for every item, one BEGIN IMMEDIATE, one hop to the thread."""
+    s = backend._sql
+    jobs = _jobs(size)
+
+    def work(slot: int, token: str) -> None:
+        raw: sqlite3.Connection = conn._conn
+        raw.execute("BEGIN IMMEDIATE")
+        try:
+            for job in jobs:
+                now = int(raw.execute(s.now).fetchone()[0])
+                if raw.execute(s.run_row, (job, slot)).fetchall():
+                    raise AssertionError(f"slot {slot} already claimed")
+                run_row = (
+                    job,
+                    slot,
+                    1,
+                    MAX_ATTEMPTS,
+                    token,
+                    "running",
+                    "raw",
+                    now + LEASE_MS,
+                    now,
+                    None,
+                )
+                raw.execute(s.insert_run, run_row)
+                raw.execute(s.insert_claim, (job, token, slot, 1, "raw", now, 0))
+        except BaseException:
+            raw.rollback()
+            raise
+        raw.commit()
+
+    async def run(i: int) -> None:
+        execute: Any = conn._execute  # aiosqlite: run a function on its thread
+        await execute(work, _slot(i), f"raw{i}")
+
+    return run
+
+
+class CallCounter:
+    """Wraps a backend's client and counts what reaches the store (see ``round_trips``)."""
+
+    def __init__(self, inner: Any, per_transaction: int) -> None:
+        self.inner = inner
+        self.per_transaction = per_transaction
+        self.trips = 0
+
+    async def all(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        self.trips += 1
+        rows: list[tuple[Any, ...]] = await self.inner.all(sql, params)
+        return rows
+
+    async def transaction(self, fn: Any) -> Any:
+        self.trips += self.per_transaction
+        return await self.inner.transaction(self._counted(fn))
+
+    def _counted(self, fn: Any) -> Any:
+        outer = self
+
+        class Bound:
+            def __init__(self, tx: Any) -> None:
+                self.tx = tx
+
+            async def all(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+                outer.trips += 1
+                rows: list[tuple[Any, ...]] = await self.tx.all(sql, params)
+                return rows
+
+            async def transaction(self, inner_fn: Any) -> Any:
+                return await inner_fn(self)
+
+        return lambda tx: fn(Bound(tx))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inline_transaction" and hasattr(self.inner, name):
+            inline = self.inner.inline_transaction
+
+            async def counted(fn: Any) -> Any:
+                self.trips += 1
+                return await inline(fn)
+
+            return counted
+        raise AttributeError(name)
+
+
+async def round_trips(backend: SqlBackend, size: int, per_transaction: int) -> tuple[float, float]:
+    """Store round trips per job-slot of one cycle (claim, finish, save): single vs batched."""
+    assert backend._client is not None
+    counter = CallCounter(backend._client, per_transaction)
+    backend._client = counter
+    try:
+        answers = []
+        for batched in (False, True):
+            jobs = _jobs(size)
+            claims = _batch_claims(jobs, 10**6, "trips")
+            finishes = [RunFinish(c.job, c.slot, c.token, "ok") for c in claims]
+            writes = [
+                ResultWrite(
+                    c.job,
+                    StoredResult(c.slot, c.token, c.instance_id, "ok", c.slot, c.slot + 1, None),
+                )
+                for c in claims
+            ]
+            counter.trips = 0
+            if batched:
+                await backend.runs.claim_many(claims)
+                await backend.runs.finish_many(finishes)
+                await backend.save_results(writes)
+            else:
+                for c, f, w in zip(claims, finishes, writes, strict=True):
+                    await backend.runs.claim(c)
+                    await backend.runs.finish(f.job, f.slot, f.token, f.status)
+                    await backend.save_result(w.job, w.result, w.history_size)
+            answers.append(counter.trips / size)
+        return answers[0], answers[1]
+    finally:
+        backend._client = counter.inner
+
+
+def print_batches(store: str, results: dict[str, list[BatchStats]], size: int, raw_is: str) -> bool:
+    """The batched rows and the backend/raw ratio; True when the target is met."""
+    print(
+        f"{store + f' (chunks of {size})':<40} {'side':<9} {'claims/s':>9} {'p50 ms':>8}"
+        f" {'p99 ms':>8} {'CPU us/claim':>12}"
+    )
+    summary: dict[str, float] = {}
+    for side, rows in results.items():
+        rate, p50, p99, cpu = (statistics.median(col) for col in zip(*rows, strict=True))
+        summary[side] = rate
+        rounds = " ".join(f"{row[0]:.0f}" for row in rows)
+        print(f"{'':<40} {side:<9} {rate:>9.0f} {p50:>8.2f} {p99:>8.2f} {cpu:>12.1f}  {rounds}")
+    ratio = summary["backend"] / summary["raw"]
+    verdict = "PASS" if ratio >= TARGET else "MISS"
+    print(f"{'':<40} ratio backend/raw = {ratio:.1%} (target >= {TARGET:.0%}: {verdict})")
+    print(f"{'':<40} batched/fallback = {summary['backend'] / summary['fallback']:.1f}x")
+    print(f"{'':<40} raw = {raw_is}", flush=True)
+    return ratio >= TARGET
+
+
+async def interleave_batches(
+    sides: dict[str, Callable[[], RunBatch]], seconds: float, rounds: int, size: int
+) -> dict[str, list[BatchStats]]:
+    """``rounds`` rounds of every side (new jobs each), the order rotating per round."""
+    names = list(sides)
+    results: dict[str, list[BatchStats]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            results[name].append(await timed_batches(sides[name](), seconds, size))
+    return results
+
+
+async def bench_postgres_batches(dsn: str, seconds: float, rounds: int, size: int) -> bool:
+    await install(PostgresBackend(dsn, pool_size=1))
+    backend = PostgresBackend(dsn)
+    backend.batch_size = size
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        await backend.init()
+        version = (await (await conn.execute("SHOW server_version")).fetchall())[0][0]
+        results = await interleave_batches(
+            {
+                "backend": lambda: backend_batch(backend, size),
+                "raw": lambda: raw_postgres_batch(conn, backend, size),
+                "fallback": lambda: fallback_batch(backend, size),
+            },
+            seconds,
+            rounds,
+            size,
+        )
+        ok = print_batches(
+            f"PostgreSQL {version.split()[0]}",
+            results,
+            size,
+            "claim_many_v1(...) with the same 9 arrays, one statement on a psycopg AsyncConnection",
+        )
+        single, batched = await round_trips(backend, size, per_transaction=2)
+        print(
+            f"{'':<40} round trips per job-slot (claim+finish+save): single {single:.2f},"
+            f" batched {batched:.4f}",
+            flush=True,
+        )
+        return ok
+    finally:
+        await backend.close()
+        await conn.close()
+
+
+async def bench_sqlite_batches(
+    path: str, synchronous: str, seconds: float, rounds: int, size: int
+) -> bool:
+    await install(SqliteBackend(path))
+    backend = SqliteBackend(path, synchronous=synchronous)
+    backend.batch_size = size
+    await backend.init()
+    conn = await _open_raw_sqlite(path, synchronous, backend.timeout)
+    try:
+        results = await interleave_batches(
+            {
+                "backend": lambda: backend_batch(backend, size),
+                "raw": lambda: raw_sqlite_batch(conn, backend, size),
+                "fallback": lambda: fallback_batch(backend, size),
+            },
+            seconds,
+            rounds,
+            size,
+        )
+        ok = print_batches(
+            f"SQLite {sqlite3.sqlite_version} sync={synchronous}",
+            results,
+            size,
+            "the backend's statements for each claim in one BEGIN IMMEDIATE, one hop to"
+            " aiosqlite's thread (sqlite3 underneath)",
+        )
+        single, batched = await round_trips(backend, size, per_transaction=1)
+        print(
+            f"{'':<40} calls into the SQLite thread per job-slot (claim+finish+save):"
+            f" single {single:.2f}, batched {batched:.4f}",
+            flush=True,
+        )
+        return ok
+    finally:
+        await backend.close()
+        await conn.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="length of one side's round")
@@ -352,6 +702,8 @@ def main() -> None:
         action="store_true",
         help="let the measured backend create the tables itself (on its own connection)",
     )
+    parser.add_argument("--mode", choices=("single", "batch", "both"), default="both")
+    parser.add_argument("--batch", type=int, default=500, help="claims per chunk (--mode batch)")
     args = parser.parse_args()
     print(
         "lease claims, sequential, one connection, new slot per claim;"
@@ -361,18 +713,35 @@ def main() -> None:
     )
     print(f"{'store':<28} {'side':<8} {'claims/s':>9} {'p50 ms':>8} {'p99 ms':>8}  per round")
     pre = not args.install_inline
+    single, batch = args.mode in ("single", "both"), args.mode in ("batch", "both")
     if args.store in ("postgres", "both"):
         server = start_postgres(fsync=True)
         try:
-            asyncio.run(bench_postgres(server.dsn, args.seconds, args.rounds, args.variants, pre))
+            if single:
+                asyncio.run(
+                    bench_postgres(server.dsn, args.seconds, args.rounds, args.variants, pre)
+                )
+            if batch:
+                asyncio.run(
+                    bench_postgres_batches(server.dsn, args.seconds, args.rounds, args.batch)
+                )
         finally:
             server.stop()
     if args.store in ("sqlite", "both"):
         with tempfile.TemporaryDirectory(prefix="anarchon-bench-") as tmp:
             path = os.path.join(tmp, "claims.db")
-            asyncio.run(
-                bench_sqlite(path, args.synchronous, args.seconds, args.rounds, args.variants, pre)
-            )
+            if single:
+                asyncio.run(
+                    bench_sqlite(
+                        path, args.synchronous, args.seconds, args.rounds, args.variants, pre
+                    )
+                )
+            if batch:
+                asyncio.run(
+                    bench_sqlite_batches(
+                        path, args.synchronous, args.seconds, args.rounds, args.batch
+                    )
+                )
 
 
 if __name__ == "__main__":

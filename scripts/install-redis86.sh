@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Install a private Redis >= 8.6 (for the `idmp` strategy's tests) into $REDIS86_HOME
-# (default /opt/anarchon/redis86), without touching the machine's apt sources or libraries.
+# Install a private Redis >= 8.6 (for the `idmp` strategy's tests) into $REDIS86_HOME,
+# without touching the machine's apt sources, lists or libraries.
 #
 # Debian 12 ships Redis 7.0. Debian experimental carries redis-server 8.6+, built against
 # a newer glibc: it runs here through Debian sid's loader and libraries, unpacked next to
-# it. The apt lists go to a private folder; `apt-cache policy` on those lists picks the
-# newest redis-server >= 8.6 that experimental (or sid) offers.
+# it. The packages come from this machine's Debian mirror, read from its apt
+# configuration (scripts/lib/debian-apt.sh); the apt lists go to a private folder, and
+# `apt-cache policy` on them picks the newest redis-server >= 8.6 of experimental or sid.
 #
 # Result: $REDIS86_HOME/bin/redis-server and redis-cli, wrapper scripts that run the
-# unpacked binaries through the private loader. The test fixtures use them
-# (ANARCHON_REDIS86_SERVER overrides the path). Idempotent.
+# unpacked binaries through the private loader. The test fixtures call this script when
+# their cache lacks the server (ANARCHON_REDIS86_SERVER overrides the path). Idempotent.
+# Usage: REDIS86_HOME=DIR bash scripts/install-redis86.sh
 set -euo pipefail
 
-REDIS86_HOME="${REDIS86_HOME:-/opt/anarchon/redis86}"
-if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib/debian-apt.sh
+source "$here/lib/debian-apt.sh"
+
+REDIS86_HOME="${REDIS86_HOME:?set REDIS86_HOME to the folder to install into}"
 
 wrapper="$REDIS86_HOME/bin/redis-server"
 works() {
@@ -36,18 +41,11 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-lists="$tmp/lists"
-sources="$tmp/sources.list"
-mkdir -p "$lists/partial" "$tmp/debs" "$tmp/root"
-printf 'deb http://deb.debian.org/debian experimental main\ndeb http://deb.debian.org/debian sid main\n' >"$sources"
-opts=(-o "Dir::Etc::SourceList=$sources" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$lists" -o "Dir::Cache=$tmp/cache"
-    -o "Dir::State::status=/var/lib/dpkg/status")
-mkdir -p "$tmp/cache/archives/partial"
-apt-get "${opts[@]}" update -qq
+mkdir -p "$tmp/debs" "$tmp/root"
+private_apt_init "$tmp/apt" experimental sid
 
 # The newest redis-server version >= 8.6 among the private lists' candidates.
-version=$(apt-cache "${opts[@]}" policy redis-server | awk '
+version=$(private_apt cache policy redis-server | awk '
     /Version table:/ {table = 1; next}
     table {v = $1; if (v == "***") v = $2; if (v ~ /^[0-9]+:?[0-9]+\.[0-9]/) print v}' \
     | while read -r v; do
@@ -57,26 +55,26 @@ version=$(apt-cache "${opts[@]}" policy redis-server | awk '
     done | sort -V | tail -n1)
 if [ -z "$version" ]; then
     echo "redis-server >= 8.6: not found in Debian experimental or sid" >&2
-    apt-cache "${opts[@]}" policy redis-server >&2 || true
+    private_apt cache policy redis-server >&2 || true
     exit 1
 fi
 echo "redis-server >= 8.6: using Debian's $version"
 
-(cd "$tmp/debs" && apt-get "${opts[@]}" download "redis-server=$version" "redis-tools=$version" \
-    libc6 libstdc++6 libgcc-s1 >/dev/null)
+(cd "$tmp/debs" && private_apt get download "redis-server=$version" "redis-tools=$version" \
+    libc6 libstdc++6 libgcc-s1 libatomic1 liblzf1 libjemalloc2 >/dev/null)
 for f in "$tmp"/debs/*.deb; do dpkg -x "$f" "$tmp/root"; done
 
-$SUDO mkdir -p "$REDIS86_HOME/bin"
-$SUDO rm -rf "$REDIS86_HOME/root"
-$SUDO cp -a "$tmp/root" "$REDIS86_HOME/root"
+mkdir -p "$REDIS86_HOME/bin"
+rm -rf "$REDIS86_HOME/root"
+cp -a "$tmp/root" "$REDIS86_HOME/root"
 lib="$REDIS86_HOME/root/usr/lib/x86_64-linux-gnu"
 for tool in redis-server redis-cli; do
-    $SUDO tee "$REDIS86_HOME/bin/$tool" >/dev/null <<WRAP
+    tee "$REDIS86_HOME/bin/$tool" >/dev/null <<WRAP
 #!/bin/sh
 # Debian experimental's $tool $version through Debian sid's private loader and libraries.
 exec "$REDIS86_HOME/root/usr/lib64/ld-linux-x86-64.so.2" --library-path "$lib:/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu" "$REDIS86_HOME/root/usr/bin/$tool" "\$@"
 WRAP
-    $SUDO chmod 0755 "$REDIS86_HOME/bin/$tool"
+    chmod 0755 "$REDIS86_HOME/bin/$tool"
 done
 
 if ! works; then

@@ -1,8 +1,8 @@
-"""Differential test: ``anarchon.Cron(expr, tz).next_after`` against croniter (SPEC §3).
+"""Differential test: ``anarchon.Cron(expr, tz).next_after`` against croniter (docs/engine.md).
 
 For generated expressions, zones and start instants, the next slots of anarchon
 are compared with croniter's, several consecutive slots per example, as epoch
-milliseconds. croniter is the reference. Where SPEC §3 deliberately differs
+milliseconds. croniter is the reference. Where docs/engine.md deliberately differs
 from croniter, a NAMED RULE decides, from the expression and the instants, that
 the case is one of those differences and asserts anarchon's semantics instead;
 the comparison is never loosened. Any other difference is a bug in the engine.
@@ -24,7 +24,7 @@ what croniter evaluates; rules on instants explain one slot at a divergence.
   keeps its seconds (03:00:30). Asserted: anarchon's slot is the gap's end, a
   wall time of the gap matches, croniter's slot is less than a minute later.
 - ``full-hour-list``: an hour field listing all 24 hours without being ``*`` or
-  ``*/n`` (``0-23``) is a fixed hour (SPEC §3): a matching time in a gap fires
+  ``*/n`` (``0-23``) is a fixed hour (docs/engine.md, "DST rules"): a matching time in a gap fires
   at the gap's end; croniter reads the list as ``*`` and skips it. Asserted:
   anarchon's slot is the gap's end and a wall time of the gap matches. (In a
   fold, ``fold-once`` covers the same fields.)
@@ -35,7 +35,7 @@ what croniter evaluates; rules on instants explain one slot at a divergence.
   schedules.
 - ``or-star-collapse``: croniter turns a day field that lists every value
   (``1-31``, ``0-6``) into ``*`` when the other field's text contains a ``*``
-  (``*/2``), which drops the OR; SPEC §3 counts ``*/2`` as restricted and
+  (``*/2``), which drops the OR; docs/engine.md counts ``*/2`` as restricted and
   combines with OR. Asserted as for ``or-special-day`` (the union).
 - ``l-miscount``: a day-of-month list of 30 days plus ``L`` (``2-31,L``) is
   those days; croniter counts ``L`` as a day value, takes the list for all 31
@@ -50,17 +50,17 @@ what croniter evaluates; rules on instants explain one slot at a divergence.
   overlaps shorter than an hour only: anarchon's slot is the second occurrence
   of a matching wall time.
 - ``equal-range``: ``a-a`` is the single value ``a``; croniter reads an equal
-  range as the whole cycle (``5-5`` = every hour). Not in SPEC §3 (a docs
-  decision). Asserted: anarchon equals croniter given ``a`` instead of ``a-a``.
+  range as the whole cycle (``5-5`` = every hour). A decision of anarchon's,
+  recorded in docs/engine.md. Asserted: anarchon equals croniter given ``a`` instead of ``a-a``.
 
 Inputs given to croniter: six fields go with ``second_at_beginning=True``;
-``5L`` (last Friday, SPEC §3) is spelled ``L5`` for croniter, which knows only
+``5L`` (last Friday, docs/engine.md) is spelled ``L5`` for croniter, which knows only
 that spelling; a day field croniter refuses because it mixes ``W`` days or
 ``#``/``L`` weekdays with other items in a list (``1,15W``, ``1,5#2``) is
 given as one expression per part, whose slots are united (a list is the union
 of its items; see ``croniter_inputs``). Not generated: ``a/n`` in day-of-week
 (croniter and anarchon read it as ``a-6/n``, cron's range is 0-7), ``LW``,
-``W15`` and names with ``L`` (not in SPEC §3).
+``W15`` and names with ``L`` (left out of this comparison).
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def transitions(tz: str) -> list[int]:
 
 @dataclass(frozen=True)
 class Model:
-    """What the rules need to know about an expression (SPEC §3 syntax)."""
+    """What the rules need to know about an expression (docs/engine.md syntax)."""
 
     text: str
     fields: tuple[str, str, str, str, str, str]  # second, minute, hour, dom, month, dow
@@ -206,12 +206,12 @@ class Model:
 
     @property
     def hour_is_wildcard(self) -> bool:
-        """SPEC: a wildcard hour is ``*`` or ``*/n``; it follows real time."""
+        """docs/engine.md: a wildcard hour is ``*`` or ``*/n``; it follows real time."""
         return re.fullmatch(r"\*(/\d+)?", self.fields[2]) is not None
 
     @property
     def hour_is_step_wildcard(self) -> bool:
-        """``*/n`` with n >= 2: a wildcard for SPEC §3, a fixed list for croniter."""
+        """``*/n`` with n >= 2: a wildcard for docs/engine.md, a fixed list for croniter."""
         m = re.fullmatch(r"\*/(\d+)", self.fields[2])
         return m is not None and int(m.group(1)) >= 2
 
@@ -606,7 +606,7 @@ def rule_full_hour_list(case: Case, ours: int | None, theirs: int | None) -> str
         return None
     if not is_gap_end(case.tz, ours):
         return None
-    # a fixed hour (SPEC: not * or */n) fires the gap's wall times after the gap
+    # a fixed hour (docs/engine.md: not * or */n) fires the gap's wall times after the gap
     assert case.gap_has_match(ours), "full-hour-list: no wall time of the gap matches"
     return "ours"
 
@@ -773,7 +773,7 @@ def dow_field(draw: st.DrawFn) -> str:
     nths = draw(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 5)), min_size=1, max_size=2))
     special = [f"{DOW_NAMES[d] if draw(st.integers(0, 3)) == 0 else d}#{n}" for d, n in nths]
     day = draw(st.integers(0, 7))
-    # SPEC: 5L and L5 (a weekday number); names are refused with L
+    # docs/engine.md: 5L and L5 (a weekday number); names are refused with L
     special.append(draw(st.sampled_from([f"{day}L", f"L{day}"])))
     items = draw(st.lists(st.sampled_from(special), min_size=1, max_size=2, unique=True))
     if kind == 6:

@@ -1,5 +1,5 @@
 """Malformed schedules: every one raises ``InvalidJobError`` (``ANARCHON_INVALID_JOB``)
-with the cron field and the 0-based character offset of the bad token (SPEC §3, §8).
+with the cron field and the 0-based character offset of the bad token (docs/engine.md, docs/concepts.md "Errors").
 
 Also: random junk never escapes as anything but ``InvalidJobError`` (a pyo3
 ``PanicException`` would be a bug in the engine).
@@ -83,10 +83,20 @@ BAD_EXPRESSIONS: list[tuple[str, str | None, int | None]] = [
     ("0 L * * *", "hour", 2),
     ("0 0 * L *", "month", 6),
     ("0 0 * * 9L", "day-of-week", 8),
+    ("0 0 * * FUNL", "day-of-week", 8),
+    ("0 0 * * */2L", "day-of-week", 8),
+    # "?" is for the day fields only (as in croniter, Quartz and most libraries)
+    ("? * * * *", "minute", 0),
+    ("0 ? * * *", "hour", 2),
+    ("0 0 * ? *", "month", 6),
+    ("? 0 0 * * *", "second", 0),
     ("0 0 5#2 * *", "day-of-month", 4),
     # syntax
     ("0 0 1- * *", "day-of-month", 6),  # the missing value
     ("0 0 -1 * *", "day-of-month", 4),
+    ("- * * * *", "minute", 0),  # a lone "-"
+    ("0 0 * * -", "day-of-week", 8),
+    ("0 0 -L * *", "day-of-month", 4),
     ("0 0 1,,2 * *", "day-of-month", 6),  # the empty item
     ("0 0 ,1 * *", "day-of-month", 4),
     ("0 0 1-2-3 * *", "day-of-month", 6),
@@ -130,6 +140,88 @@ def test_bad_expression(expression: str, field: str | None, position: int | None
     with pytest.raises(InvalidJobError) as info:
         Cron(expression)
     _assert_invalid(info.value, field, position, expression)
+
+
+@pytest.mark.parametrize(
+    ("expression", "field", "words"),
+    [
+        ("- * * * *", "minute", "a lone `-` in the minute field"),
+        ("0 0 * * -#2", "day-of-week", "a lone `-`"),
+        ("0 0 -1 * *", "day-of-month", "negative value `-1`"),
+        ("0 0 * * -FRI", "day-of-week", "range `-FRI` has no start value"),
+    ],
+)
+def test_a_leading_dash_says_what_is_wrong(expression: str, field: str, words: str) -> None:
+    with pytest.raises(InvalidJobError) as info:
+        Cron(expression)
+    assert info.value.field == field
+    assert words in info.value.message
+    if "lone" in words:
+        assert "negative" not in info.value.message
+
+
+@pytest.mark.parametrize("field_index", [0, 1, 3])
+def test_question_mark_outside_the_day_fields_names_the_field(field_index: int) -> None:
+    fields = ["0", "0", "1", "1", "*"]
+    fields[field_index] = "?"
+    expression = " ".join(fields)
+    name = ["minute", "hour", "day-of-month", "month", "day-of-week"][field_index]
+    with pytest.raises(InvalidJobError) as info:
+        Cron(expression)
+    assert info.value.field == name
+    assert info.value.position == 2 * field_index
+    assert f"not in the {name} field" in info.value.message
+    assert "day-of-month and day-of-week" in info.value.message
+
+
+def _next(expression: str, n: int = 6) -> list[int]:
+    cron, cursor, out = Cron(expression), 1_767_225_600_000, []  # 2026-01-01
+    for _ in range(n):
+        slot = cron.next_after(cursor)
+        assert slot is not None
+        out.append(slot)
+        cursor = slot
+    return out
+
+
+@pytest.mark.parametrize(
+    ("named", "numbered"),
+    [
+        ("0 0 * * FRIL", "0 0 * * 5L"),
+        ("0 0 * * LFRI", "0 0 * * L5"),
+        ("0 0 * * fril", "0 0 * * 5L"),
+        ("0 0 * * SUNL", "0 0 * * 0L"),
+        ("0 0 * * SUNL", "0 0 * * 7L"),
+        ("0 0 * * MON-FRIL", "0 0 * * 1L,2L,3L,4L,5L"),
+        ("0 0 * * 1-5L", "0 0 * * 1L,2L,3L,4L,5L"),
+        ("0 0 * * L1-5", "0 0 * * 1L,2L,3L,4L,5L"),
+        ("0 0 * * FRI-MONL", "0 0 * * 5L,6L,0L,1L"),
+    ],
+)
+def test_weekday_names_and_ranges_take_l(named: str, numbered: str) -> None:
+    assert _next(named, 12) == _next(numbered, 12)
+
+
+def test_mon_to_fril_is_the_last_week_day_by_day() -> None:
+    # January 2026 ends on a Saturday: the last Monday-Friday are the 26th-30th.
+    days = [s // 86_400_000 - 20_453 for s in _next("0 0 * * MON-FRIL", 5)]
+    assert days == [26, 27, 28, 29, 30]
+
+
+@pytest.mark.parametrize(
+    ("duplicated", "plain"),
+    [
+        ("0,0 * * * *", "0 * * * *"),
+        ("5,1-10,5 * * * *", "1-10 * * * *"),
+        ("0 0 * * 0,7", "0 0 * * 0"),
+        ("0 0 * * 0,7,SUN", "0 0 * * 0"),
+        ("0 0 1,1,L,31 * *", "0 0 1,L * *"),
+        ("0 0 * * 5L,FRIL,L5", "0 0 * * 5L"),
+    ],
+)
+def test_duplicate_values_are_one_value(duplicated: str, plain: str) -> None:
+    """A list is a set: the same value twice (or 0 and 7, both Sunday) fires once."""
+    assert _next(duplicated, 40) == _next(plain, 40)
 
 
 def test_seventh_field_names_the_year() -> None:

@@ -9,6 +9,7 @@ environment, pointing pip at the built wheels.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import venv
 from pathlib import Path
@@ -16,6 +17,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+VERSION = re.search(
+    r'^\[workspace\.package\]\n(?:.*\n)*?version = "([^"]+)"',
+    (ROOT / "Cargo.toml").read_text(),
+    re.MULTILINE,
+).group(1)  # type: ignore[union-attr]
 # extra -> (distribution it must pull, URL schemes it must register)
 EXTRAS = {
     "redis": ("anarchon-redis", ["redis", "rediss"]),
@@ -96,8 +102,10 @@ def test_every_package_builds_an_sdist_and_a_wheel(dist: Path) -> None:
     packages = ["anarchon", *sorted({spec[0] for spec in PRESENT.values()})]
     for package in packages:
         stem = package.replace("-", "_")
-        assert any(n.startswith(f"{stem}-0.1.0") and n.endswith(".tar.gz") for n in names), names
-        assert any(n.startswith(f"{stem}-0.1.0") and n.endswith(".whl") for n in names), names
+        assert any(n.startswith(f"{stem}-{VERSION}") and n.endswith(".tar.gz") for n in names), (
+            names
+        )
+        assert any(n.startswith(f"{stem}-{VERSION}") and n.endswith(".whl") for n in names), names
 
 
 def test_core_alone_names_the_extra_for_each_scheme(dist: Path, tmp_path: Path) -> None:

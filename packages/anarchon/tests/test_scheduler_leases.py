@@ -1,4 +1,4 @@
-"""The scheduler's lease duties on the memory backend (SPEC §5): backups, takeover,
+"""The scheduler's lease duties on the memory backend (docs/leases.md): backups, takeover,
 bounded attempts, overlap, catch-up, hand-over, lost leases, timeouts, skewed clocks."""
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ from anarchon import (
     UnsupportedError,
 )
 
-FAST = {"lease": "600ms", "heartbeat": "200ms"}
+FAST: dict[str, Any] = {"lease": "600ms", "heartbeat": "200ms"}
 
 
 def _crash(scheduler: Scheduler) -> None:
     """Kill a scheduler like ``kill -9`` would: its tasks stop, nothing is released or finished."""
-    for task in [*scheduler._tasks, scheduler._loop_task, scheduler._heartbeat_task]:
-        if task is not None:
-            task.cancel()
+    for task in scheduler._every_task():
+        task.cancel()
     scheduler._started = False
 
 

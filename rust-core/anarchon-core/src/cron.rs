@@ -1,4 +1,4 @@
-//! Cron expressions (SPEC §3), evaluated in an IANA time zone.
+//! Cron expressions (docs/engine.md), evaluated in an IANA time zone.
 //!
 //! Parsing turns each field into a bitmask; the day fields (day-of-month,
 //! day-of-week, `L`, `W`, `#`, the OR/AND rule) become a table of day masks

@@ -1,4 +1,4 @@
-//! Merging claim records and stored results into run records (SPEC §7):
+//! Merging claim records and stored results into run records (docs/concepts.md, "History"):
 //! one record per attempt, newest first (by slot, then attempt).
 
 use std::collections::HashMap;
@@ -107,7 +107,9 @@ pub fn build_history(claims: &[Claim], results: &[RunResult], limit: usize) -> V
 fn from_result(result: &RunResult, claim: Option<&Claim>) -> Record {
     let started_at = result.started_at.or(claim.map(|c| c.at));
     let duration_ms = match (started_at, result.finished_at) {
-        (Some(start), Some(end)) => Some(end.saturating_sub(start).max(0)),
+        // A finish before the start (clocks of two instances) counts as 0;
+        // a difference past i64 (corrupt times) has no duration.
+        (Some(start), Some(end)) => end.checked_sub(start).map(|d| d.max(0)),
         _ => None,
     };
     let instance_id = if result.instance_id.is_empty() {
@@ -220,6 +222,27 @@ mod tests {
         ];
         assert_eq!(build_history(&claims, &[], 10).len(), 2);
         assert_eq!(build_history(&claims, &[], 1)[0].slot, 2_000);
+    }
+
+    #[test]
+    fn extreme_times_do_not_overflow() {
+        let mut r = result(i64::MIN, "t1", "a", "ok", i64::MAX);
+        r.started_at = Some(i64::MIN);
+        r.finished_at = Some(i64::MAX);
+        let records = build_history(&[], &[r.clone()], 10);
+        assert_eq!(records[0].duration_ms, None);
+        r.started_at = Some(i64::MAX);
+        r.finished_at = Some(i64::MIN);
+        assert_eq!(build_history(&[], &[r.clone()], 10)[0].duration_ms, None);
+        r.started_at = Some(-1);
+        r.finished_at = Some(i64::MAX - 1);
+        assert_eq!(build_history(&[], &[r], 10)[0].duration_ms, Some(i64::MAX));
+        let mut c = claim(0, "t2", "b", i64::MIN);
+        c.slot = i64::MAX;
+        c.at = i64::MIN;
+        let records = build_history(&[c], &[], usize::MAX);
+        assert_eq!(records[0].attempt, 1);
+        assert_eq!(records[0].started_at, Some(i64::MIN));
     }
 
     #[test]

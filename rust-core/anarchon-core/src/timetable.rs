@@ -85,6 +85,9 @@ impl Timetable {
         let delay = jitter_ms(&self.instance_id, job, slot, jitter, gap);
         Some(Pending {
             slot,
+            // The delay is below half the gap to the next slot, so this only
+            // saturates for a last slot within `jitter` of i64::MAX: it
+            // then fires at i64::MAX, the latest instant there is.
             fire_at: slot.saturating_add(delay),
             following,
         })
@@ -109,7 +112,7 @@ impl Timetable {
             .or_else(|| schedule.next_after(now_ms));
         let pending = self.pending_for(job, &schedule, jitter_ms, first);
         let generation = self.next_generation;
-        self.next_generation += 1;
+        self.next_generation = self.next_generation.wrapping_add(1);
         let entry = Entry {
             name: job.to_owned(),
             schedule,
@@ -306,6 +309,35 @@ mod tests {
         assert_eq!(t.due(1_000, usize::MAX).len(), 70);
         assert_eq!(t.scan_due_count(1_000), 0);
         assert_eq!(t.scan_due_count(2_000), 100);
+    }
+
+    #[test]
+    fn extreme_times_do_not_overflow() {
+        let mut t = Timetable::new("i");
+        t.add("a", every(1), 0, i64::MAX - 2, i64::MAX);
+        assert_eq!(t.next_of("a"), Some((i64::MAX - 2, i64::MAX - 2)));
+        let slots: Vec<i64> = t.due(i64::MAX, 10).into_iter().map(|d| d.slot).collect();
+        assert_eq!(slots, vec![i64::MAX - 2, i64::MAX - 1, i64::MAX]);
+        assert_eq!(t.next_wakeup(), None);
+        assert!(t.due(i64::MAX, 10).is_empty());
+        // A last slot with a jitter past i64::MAX fires at i64::MAX.
+        t.add("b", every(i64::MAX), i64::MAX, i64::MAX - 1, 0);
+        let (slot, fire_at) = t.next_of("b").unwrap();
+        assert_eq!(slot, i64::MAX);
+        assert_eq!(fire_at, i64::MAX);
+        // From i64::MIN with any lookback, the first slot is found.
+        t.add("c", every(1_000), i64::MIN, i64::MIN, i64::MAX);
+        assert_eq!(
+            t.next_of("c"),
+            Some((-9_223_372_036_854_775_000, -9_223_372_036_854_775_000))
+        );
+        t.add("d", every(1_000), 0, i64::MIN, i64::MIN);
+        assert_eq!(
+            t.next_of("d").map(|p| p.0),
+            Some(-9_223_372_036_854_775_000)
+        );
+        assert_eq!(t.scan_due_count(i64::MIN), 0);
+        assert_eq!(t.scan_due_count(i64::MAX), 3);
     }
 
     #[test]

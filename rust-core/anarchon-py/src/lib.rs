@@ -5,8 +5,14 @@ use anarchon_core::history::{self, Claim, RunResult};
 use anarchon_core::{
     CronSchedule, Every, Schedule as CoreSchedule, ScheduleError, Timetable as CoreTimetable,
 };
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+
+/// The most slots or due jobs one call returns (the list is built in memory).
+const MAX_LIMIT: usize = 10_000_000;
+/// The limit of `slots()` and `Timetable.due()` when none is given.
+const DEFAULT_LIMIT: usize = 100_000;
 
 /// Raise `anarchon.errors.InvalidJobError` with the field and position.
 fn invalid_job(py: Python<'_>, error: &ScheduleError) -> PyErr {
@@ -19,6 +25,50 @@ fn invalid_job(py: Python<'_>, error: &ScheduleError) -> PyErr {
         Ok(PyErr::from_value(instance))
     };
     build().unwrap_or_else(|e| e)
+}
+
+/// An integer argument of type `T`. An int outside `T`'s range raises
+/// `InvalidJobError` naming the argument (`field` = its name) instead of
+/// pyo3's bare `OverflowError`; a value that is not an int raises `TypeError`.
+fn int_arg<'py, T: FromPyObjectOwned<'py>>(
+    value: &Bound<'py, PyAny>,
+    name: &str,
+    range: &str,
+) -> PyResult<T> {
+    let py = value.py();
+    value.extract::<T>().map_err(|e| {
+        let e: PyErr = e.into();
+        if e.is_instance_of::<PyOverflowError>(py) {
+            invalid_job(
+                py,
+                &ScheduleError::in_field(format!("{name} must be {range}"), name),
+            )
+        } else {
+            e
+        }
+    })
+}
+
+/// A time or duration in ms: any `i64`.
+fn ms_arg(value: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
+    int_arg(
+        value,
+        name,
+        "a whole number of milliseconds from -2**63 to 2**63-1",
+    )
+}
+
+/// A result limit: 0 to [`MAX_LIMIT`].
+fn limit_arg(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let range = "from 0 to 10000000 (page through larger results)";
+    let limit: usize = int_arg(value, "limit", range)?;
+    if limit > MAX_LIMIT {
+        return Err(invalid_job(
+            value.py(),
+            &ScheduleError::in_field(format!("limit must be {range}"), "limit"),
+        ));
+    }
+    Ok(limit)
 }
 
 /// A compiled schedule: an epoch-aligned interval or a cron expression in a zone.
@@ -42,29 +92,49 @@ impl Schedule {
 
     /// An interval of `period_ms` aligned to the epoch, shifted by `offset_ms`.
     #[staticmethod]
-    #[pyo3(signature = (period_ms, offset_ms = 0))]
-    fn every(py: Python<'_>, period_ms: i64, offset_ms: i64) -> PyResult<Self> {
-        Every::new(period_ms, offset_ms)
+    #[pyo3(signature = (period_ms, offset_ms = None))]
+    fn every(
+        py: Python<'_>,
+        period_ms: &Bound<'_, PyAny>,
+        offset_ms: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let period = ms_arg(period_ms, "interval")?;
+        let offset = offset_ms.map_or(Ok(0), |o| ms_arg(o, "offset"))?;
+        Every::new(period, offset)
             .map(|e| Self {
                 inner: CoreSchedule::Every(e),
             })
             .map_err(|e| invalid_job(py, &e))
     }
 
-    /// The first slot strictly after `ms`, or None.
-    fn next_after(&self, ms: i64) -> Option<i64> {
-        self.inner.next_after(ms)
+    /// The first slot strictly after `ms`, or None when there is none.
+    fn next_after(&self, ms: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+        Ok(self.inner.next_after(ms_arg(ms, "ms")?))
     }
 
-    /// Slots `s` with `start_ms <= s < end_ms`, at most `limit`.
-    #[pyo3(signature = (start_ms, end_ms, limit = 100_000))]
-    fn slots(&self, start_ms: i64, end_ms: i64, limit: usize) -> Vec<i64> {
-        self.inner.slots(start_ms, end_ms, limit)
+    /// Slots `s` with `start_ms <= s < end_ms`, at most `limit` (up to 10 000 000).
+    #[pyo3(signature = (start_ms, end_ms, limit = None))]
+    fn slots(
+        &self,
+        start_ms: &Bound<'_, PyAny>,
+        end_ms: &Bound<'_, PyAny>,
+        limit: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<i64>> {
+        let start = ms_arg(start_ms, "start_ms")?;
+        let end = ms_arg(end_ms, "end_ms")?;
+        let limit = limit.map_or(Ok(DEFAULT_LIMIT), limit_arg)?;
+        Ok(self.inner.slots(start, end, limit))
     }
 
     /// The latest slot in `[from_ms, to_ms]`, or None.
-    fn latest_between(&self, from_ms: i64, to_ms: i64) -> Option<i64> {
-        self.inner.latest_between(from_ms, to_ms)
+    fn latest_between(
+        &self,
+        from_ms: &Bound<'_, PyAny>,
+        to_ms: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<i64>> {
+        Ok(self
+            .inner
+            .latest_between(ms_arg(from_ms, "from_ms")?, ms_arg(to_ms, "to_ms")?))
     }
 
     /// The smallest gap between two consecutive slots, in ms.
@@ -76,17 +146,33 @@ impl Schedule {
 
 /// The next slot after `after_ms` of each schedule, in one call.
 #[pyfunction]
-fn next_after_many(schedules: Vec<Bound<'_, Schedule>>, after_ms: i64) -> Vec<Option<i64>> {
-    schedules
+fn next_after_many(
+    schedules: Vec<Bound<'_, Schedule>>,
+    after_ms: &Bound<'_, PyAny>,
+) -> PyResult<Vec<Option<i64>>> {
+    let after = ms_arg(after_ms, "after_ms")?;
+    Ok(schedules
         .iter()
-        .map(|s| s.get().inner.next_after(after_ms))
-        .collect()
+        .map(|s| s.get().inner.next_after(after))
+        .collect())
 }
 
 /// Deterministic jitter for `(instance_id, job, slot)`, uniform in `[0, min(jitter_ms, gap_ms / 2))`.
 #[pyfunction]
-fn jitter_ms(instance_id: &str, job: &str, slot: i64, jitter_ms: i64, gap_ms: i64) -> i64 {
-    anarchon_core::jitter::jitter_ms(instance_id, job, slot, jitter_ms, gap_ms)
+fn jitter_ms(
+    instance_id: &str,
+    job: &str,
+    slot: &Bound<'_, PyAny>,
+    jitter_ms: &Bound<'_, PyAny>,
+    gap_ms: &Bound<'_, PyAny>,
+) -> PyResult<i64> {
+    Ok(anarchon_core::jitter::jitter_ms(
+        instance_id,
+        job,
+        ms_arg(slot, "slot")?,
+        ms_arg(jitter_ms, "jitter_ms")?,
+        ms_arg(gap_ms, "gap_ms")?,
+    ))
 }
 
 /// Every job's next slot, ordered by fire time (slot + jitter).
@@ -106,22 +192,21 @@ impl Timetable {
 
     /// Add or replace a job; its first slot is the latest one in
     /// `[now_ms - lookback_ms, now_ms]`, else the first after `now_ms`.
-    #[pyo3(signature = (job, schedule, jitter_ms, now_ms, lookback_ms = 0))]
+    #[pyo3(signature = (job, schedule, jitter_ms, now_ms, lookback_ms = None))]
     fn add(
         &mut self,
         job: &str,
         schedule: &Bound<'_, Schedule>,
-        jitter_ms: i64,
-        now_ms: i64,
-        lookback_ms: i64,
-    ) {
-        self.inner.add(
-            job,
-            schedule.get().inner.clone(),
-            jitter_ms,
-            now_ms,
-            lookback_ms,
-        );
+        jitter_ms: &Bound<'_, PyAny>,
+        now_ms: &Bound<'_, PyAny>,
+        lookback_ms: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let jitter = ms_arg(jitter_ms, "jitter_ms")?;
+        let now = ms_arg(now_ms, "now_ms")?;
+        let lookback = lookback_ms.map_or(Ok(0), |l| ms_arg(l, "lookback_ms"))?;
+        self.inner
+            .add(job, schedule.get().inner.clone(), jitter, now, lookback);
+        Ok(())
     }
 
     /// Remove a job; True if it was there.
@@ -131,13 +216,21 @@ impl Timetable {
 
     /// `(job, slot, fire_at)` of every job whose fire time is at or before
     /// `now_ms`, in fire order; each moves on to its next slot.
-    #[pyo3(signature = (now_ms, limit = usize::MAX))]
-    fn due(&mut self, now_ms: i64, limit: usize) -> Vec<(String, i64, i64)> {
-        self.inner
-            .due(now_ms, limit)
+    /// At most `limit` (default 100 000, up to 10 000 000) per call.
+    #[pyo3(signature = (now_ms, limit = None))]
+    fn due(
+        &mut self,
+        now_ms: &Bound<'_, PyAny>,
+        limit: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<(String, i64, i64)>> {
+        let now = ms_arg(now_ms, "now_ms")?;
+        let limit = limit.map_or(Ok(DEFAULT_LIMIT), limit_arg)?;
+        Ok(self
+            .inner
+            .due(now, limit)
             .into_iter()
             .map(|d| (d.job, d.slot, d.fire_at))
-            .collect()
+            .collect())
     }
 
     /// The earliest fire time of any job, or None when there are no slots left.
@@ -151,8 +244,8 @@ impl Timetable {
     }
 
     /// How many jobs are due by `now_ms`, counted by visiting every job (benchmarks).
-    fn scan_due_count(&self, now_ms: i64) -> usize {
-        self.inner.scan_due_count(now_ms)
+    fn scan_due_count(&self, now_ms: &Bound<'_, PyAny>) -> PyResult<usize> {
+        Ok(self.inner.scan_due_count(ms_arg(now_ms, "now_ms")?))
     }
 
     fn __len__(&self) -> usize {
@@ -170,17 +263,17 @@ fn opt_attr<'py, T: FromPyObjectOwned<'py>>(
 ) -> PyResult<Option<T>> {
     match obj.getattr(name) {
         Ok(value) if value.is_none() => Ok(None),
-        Ok(value) => value.extract().map(Some).map_err(Into::into),
+        Ok(value) => int_arg(&value, name, "a 64-bit integer").map(Some),
         Err(_) => Ok(None),
     }
 }
 
 fn claim_from(obj: &Bound<'_, PyAny>) -> PyResult<Claim> {
     Ok(Claim {
-        slot: obj.getattr("slot")?.extract()?,
+        slot: ms_arg(&obj.getattr("slot")?, "slot")?,
         token: obj.getattr("token")?.extract()?,
         instance_id: obj.getattr("instance_id")?.extract()?,
-        at: obj.getattr("at")?.extract()?,
+        at: ms_arg(&obj.getattr("at")?, "at")?,
         manual: opt_attr(obj, "manual")?.unwrap_or(false),
         attempt: opt_attr(obj, "attempt")?.unwrap_or(1),
     })
@@ -188,7 +281,7 @@ fn claim_from(obj: &Bound<'_, PyAny>) -> PyResult<Claim> {
 
 fn result_from(obj: &Bound<'_, PyAny>) -> PyResult<RunResult> {
     Ok(RunResult {
-        slot: obj.getattr("slot")?.extract()?,
+        slot: ms_arg(&obj.getattr("slot")?, "slot")?,
         token: obj.getattr("token")?.extract()?,
         instance_id: opt_attr(obj, "instance_id")?.unwrap_or_default(),
         status: obj.getattr("status")?.extract()?,
@@ -221,8 +314,10 @@ type RecordTuple = (
 fn build_history(
     claims: Vec<Bound<'_, PyAny>>,
     results: Vec<Bound<'_, PyAny>>,
-    limit: usize,
+    limit: &Bound<'_, PyAny>,
 ) -> PyResult<Vec<RecordTuple>> {
+    // History is trimmed, never paged: any non-negative limit is fine.
+    let limit: usize = int_arg(limit, "limit", "a non-negative integer")?;
     let claims = claims
         .iter()
         .map(claim_from)
@@ -252,6 +347,8 @@ fn build_history(
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The Cargo workspace version: the one version source of every anarchon package.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Schedule>()?;
     m.add_class::<Timetable>()?;
     m.add_function(wrap_pyfunction!(next_after_many, m)?)?;

@@ -6,13 +6,26 @@ Everything the backend sends goes through :class:`Connection`:
 - ``evalsha(script, keys, args)`` — a Lua script by its SHA1, loading it again
   (``SCRIPT LOAD``) and retrying once when the server answers ``NOSCRIPT``
   (after a restart or ``SCRIPT FLUSH``);
+- ``evalsha_many(script, calls)`` — several calls of one script in one round
+  trip (a pipeline), with the same ``NOSCRIPT`` fallback;
 - ``pipeline(commands)`` — several commands in one round trip (no transaction).
 
-A driver's connection failure (refused, reset, timeout, ``LOADING`` after a
-restart, ``READONLY`` during a fail-over, ...) is raised as
-:class:`~anarchon.errors.BackendUnavailableError` with the driver error
-chained (``__cause__``) and the server named with its password hidden; every
-other error reaches the caller unchanged.
+At most as many calls are in flight as the client's connection pool holds
+(``connection_pool.max_connections``): more would make the driver refuse
+them ("Too many connections"), which is a local limit, not a store outage.
+
+Errors (docs/backends/redis.md, "Errors"):
+
+- a transient failure (connection refused, reset or lost, a timeout,
+  ``LOADING``, ``BUSY``, ``TRYAGAIN``, ``CLUSTERDOWN``, ``MASTERDOWN``,
+  ``READONLY`` during a fail-over) is raised as
+  :class:`~anarchon.errors.BackendUnavailableError`;
+- ``WRONGTYPE`` (a key of ours holds something else) as
+  :class:`~anarchon.errors.ForeignDataError`;
+- every other driver or server error as :class:`~anarchon.errors.BackendError`;
+
+each names the server with its password hidden and chains the driver's error
+(``__cause__``).
 """
 
 from __future__ import annotations
@@ -27,17 +40,29 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from anarchon.errors import BackendUnavailableError, InvalidConfigError
+from anarchon.errors import (
+    AnarchonError,
+    BackendError,
+    BackendUnavailableError,
+    ForeignDataError,
+    InvalidConfigError,
+)
 
 __all__ = [
     "Connection",
     "Driver",
     "GlideAdapter",
     "LuaScript",
+    "driver_error",
     "is_error_reply",
     "is_noscript",
+    "is_transient",
+    "pool_limit",
     "text",
 ]
+
+POOL_WAIT_S = 30.0
+"""How long a call waits for a free pooled connection the driver refused, before giving up."""
 
 _TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY ")
 """Error replies that mean "the server cannot serve this right now", not "this command is wrong"."""
@@ -67,8 +92,16 @@ def text(value: Any) -> str:
     return str(value)
 
 
+def driver_error(error: BaseException) -> BaseException:
+    """The driver's own error behind one of ours (``BackendError.__cause__``), else ``error``."""
+    if isinstance(error, BackendError) and error.__cause__ is not None:
+        return error.__cause__
+    return error
+
+
 def is_noscript(error: BaseException) -> bool:
     """True for the server's ``NOSCRIPT`` reply (redis-py and valkey-py strip the code)."""
+    error = driver_error(error)
     return (
         type(error).__name__ == "NoScriptError"
         or str(error).startswith("NOSCRIPT")
@@ -78,7 +111,41 @@ def is_noscript(error: BaseException) -> bool:
 
 def is_error_reply(error: BaseException) -> bool:
     """True for an error reply of the server (not a connection failure)."""
-    return type(error).__name__ in ("ResponseError", "RequestError")
+    return type(driver_error(error)).__name__ in ("ResponseError", "RequestError")
+
+
+def _is_pool_exhausted(error: BaseException) -> bool:
+    """The driver's pool refused a new connection: a local limit, never an outage."""
+    return type(error).__name__ == "MaxConnectionsError" or "Too many connections" in str(error)
+
+
+def _is_refusal(error: BaseException) -> bool:
+    """Authentication or permission refused: retrying cannot help."""
+    name = type(error).__name__
+    message = str(error)
+    return name in (
+        "AuthenticationError",
+        "AuthorizationError",
+        "AuthenticationWrongNumberOfArgsError",
+    ) or message.startswith(("WRONGPASS", "NOAUTH", "NOPERM"))
+
+
+def _is_wrongtype(error: BaseException) -> bool:
+    return "WRONGTYPE" in str(error)
+
+
+def pool_limit(client: Any) -> int | None:
+    """How many connections the client's pool may open (None: unknown or unbounded)."""
+    pool = getattr(client, "connection_pool", None)
+    limit = getattr(pool, "max_connections", None)
+    if limit is None:  # a cluster client: the limit of each node's pool
+        manager = getattr(client, "nodes_manager", None)
+        kwargs = getattr(manager, "connection_kwargs", None)
+        if isinstance(kwargs, Mapping):
+            limit = kwargs.get("max_connections")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or limit >= 2**20:
+        return None
+    return limit
 
 
 def _glide_arg(value: Any) -> str | bytes:
@@ -141,6 +208,7 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
 
 
 def _is_transient_reply(error: BaseException) -> bool:
+    error = driver_error(error)
     name = type(error).__name__
     if name in _TRANSIENT_CLASSES:
         return True
@@ -148,6 +216,19 @@ def _is_transient_reply(error: BaseException) -> bool:
     if name == "RequestError":  # GLIDE: "An error was signalled by the server: - LOADING: ..."
         message = message.rpartition("- ")[2]
     return is_error_reply(error) and message.startswith(_TRANSIENT_REPLIES)
+
+
+def is_transient(error: BaseException) -> bool:
+    """True for an error that may pass if the same call is retried (see the module docstring)."""
+    if isinstance(error, BackendUnavailableError):
+        return True
+    if isinstance(error, AnarchonError):
+        return False
+    if _is_refusal(error):
+        return False
+    if _is_pool_exhausted(error) or _is_transient_reply(error):
+        return True
+    return isinstance(error, (*_driver_errors(), ConnectionError, TimeoutError))
 
 
 class Driver:
@@ -272,50 +353,128 @@ class Connection:
         self.where = where
         self._execute = execute
         self._errors = _driver_errors()
+        self.limit = pool_limit(client)
+        """The most calls in flight at once (the pool's size), or None for no bound."""
+        self._gate = asyncio.Semaphore(self.limit) if self.limit is not None else None
 
     # Errors -----------------------------------------------------------------
 
     def unavailable(self, error: BaseException) -> BackendUnavailableError | None:
-        """The ``BackendUnavailableError`` for a connection-level failure, else None."""
+        """The ``BackendUnavailableError`` for a transient failure, else None."""
+        if _is_refusal(error):
+            return None
         if isinstance(error, self._errors) or _is_transient_reply(error):
             detail = str(error).strip() or type(error).__name__
             return BackendUnavailableError(f"{self.where} is unavailable: {detail}")
         return None
 
-    def _raise(self, error: Exception) -> None:
+    def error(self, error: BaseException, keys: Sequence[str] = ()) -> BaseException:
+        """The error to raise for a driver's ``error`` (see the module docstring)."""
+        if isinstance(error, AnarchonError) or not isinstance(error, Exception):
+            return error
         mapped = self.unavailable(error)
         if mapped is not None:
-            raise mapped from error
-        raise error
+            return mapped
+        detail = str(error).strip() or type(error).__name__
+        if _is_wrongtype(error):
+            named = ", ".join(keys) if keys else "a key it uses"
+            return ForeignDataError(
+                f"{self.where}: {named} holds data anarchon did not write"
+                f" (WRONGTYPE); use another prefix or remove it: {detail}",
+                key=keys[0] if len(keys) == 1 else None,
+            )
+        return BackendError(f"{self.where} failed: {detail}")
+
+    def _raise(self, error: BaseException, keys: Sequence[str] = ()) -> None:
+        mapped = self.error(error, keys)
+        if mapped is error:
+            raise error
+        raise mapped from error
+
+    def check(self, reply: Any, keys: Sequence[str] = ()) -> Any:
+        """A pipeline's reply, or its error raised (mapped as for a single call)."""
+        if isinstance(reply, BaseException):
+            self._raise(reply, keys)
+        return reply
 
     # Commands -----------------------------------------------------------------
 
+    async def _send(self, *args: Any) -> Any:
+        """One command through the gate; a pool that refused a connection is waited for."""
+        gate = self._gate
+        waited = 0.0
+        delay = 0.002
+        while True:
+            try:
+                if gate is None:
+                    return await self._execute(*args)
+                async with gate:
+                    return await self._execute(*args)
+            except Exception as error:
+                if not _is_pool_exhausted(error) or waited >= POOL_WAIT_S:
+                    raise
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 0.1)
+
     async def execute(self, *args: Any) -> Any:
-        """Send one command; connection failures become ``BackendUnavailableError``."""
+        """Send one command; errors are mapped (see the module docstring)."""
         try:
-            return await self._execute(*args)
+            return await self._send(*args)
         except Exception as error:
-            self._raise(error)
+            key = [text(args[1])] if len(args) > 1 and _is_wrongtype(error) else []
+            self._raise(error, key)
             raise  # unreachable: _raise always raises
 
     async def evalsha(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """``EVALSHA`` the script; on ``NOSCRIPT`` load it again and retry once."""
         try:
-            return await self._execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            return await self._send("EVALSHA", script.sha, len(keys), *keys, *args)
         except Exception as error:
             if not is_noscript(error):
-                self._raise(error)
+                self._raise(error, keys)
         await self.load_scripts((script,))
         try:
-            return await self._execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            return await self._send("EVALSHA", script.sha, len(keys), *keys, *args)
         except Exception as error:
-            self._raise(error)
+            self._raise(error, keys)
             raise
+
+    async def evalsha_many(
+        self, script: LuaScript, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
+    ) -> list[Any]:
+        """``EVALSHA`` the script once per ``(keys, args)``, in one round trip; replies in order.
+
+        Several calls go in one pipeline (a cluster client sends each to its
+        key's node, the nodes in parallel). Calls answered ``NOSCRIPT`` did not
+        run: the script is loaded again and they are sent once more. Any other
+        error is raised after every call has ended (mapped as for one call).
+        """
+        if len(calls) == 1:
+            keys, args = calls[0]
+            return [await self.evalsha(script, keys, args)]
+        commands = [("EVALSHA", script.sha, len(k), *k, *a) for k, a in calls]
+        replies = await self.pipeline(commands)
+        again = [i for i, r in enumerate(replies) if isinstance(r, Exception) and is_noscript(r)]
+        if again:
+            await self.load_scripts((script,))
+            for i, reply in zip(
+                again, await self.pipeline([commands[i] for i in again]), strict=True
+            ):
+                replies[i] = reply
+        for (keys, _args), reply in zip(calls, replies, strict=True):
+            self.check(reply, keys)
+        return replies
 
     @property
     def cluster(self) -> bool:
         """True for a redis-py/valkey-py cluster client (``RedisCluster``, ``ValkeyCluster``)."""
         return callable(getattr(self.client, "get_primaries", None))
+
+    @property
+    def one_node(self) -> bool:
+        """True when one call may touch keys of several hash slots (not a cluster client)."""
+        return not self.cluster and not (self.glide is not None and self.client.cluster)
 
     async def load_scripts(self, scripts: Iterable[LuaScript]) -> None:
         """``SCRIPT LOAD`` each script and check the SHA1s the server gives.
@@ -354,20 +513,34 @@ class Connection:
             results: list[Any] = []
             for command in commands:
                 try:
-                    results.append(await self._execute(*command))
+                    results.append(await self._send(*command))
                 except Exception as error:
                     if self.unavailable(error) is not None:
                         self._raise(error)
                     results.append(error)
             return results
-        try:
-            async with make(transaction=False) as pipe:
-                for command in commands:
-                    pipe.execute_command(*command)
-                return list(await pipe.execute(raise_on_error=False))
-        except Exception as error:
-            self._raise(error)
-            raise
+        gate = self._gate
+        waited = 0.0
+        delay = 0.002
+        while True:
+            try:
+                if gate is None:
+                    return await self._pipe(make, commands)
+                async with gate:
+                    return await self._pipe(make, commands)
+            except Exception as error:
+                if not _is_pool_exhausted(error) or waited >= POOL_WAIT_S:
+                    self._raise(error)
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 0.1)
+
+    @staticmethod
+    async def _pipe(make: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        async with make(transaction=False) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(await pipe.execute(raise_on_error=False))
 
     async def time_ms(self) -> int:
         """The server clock (``TIME``) in ms since the epoch."""

@@ -24,22 +24,27 @@ longer shows it; ``trimmed`` hides it from :meth:`history`.
 
 from __future__ import annotations
 
+import abc
 import logging
+from collections.abc import Sequence
 from typing import Any
 
-from anarchon.errors import DedupeWindowError, UnsupportedError
+from anarchon.errors import BackendError, DedupeWindowError, UnsupportedError
 from anarchon.history import build_history
-from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
+from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
 
 from anarchon_redis import _lua
-from anarchon_redis._client import Connection, LuaScript, is_error_reply, is_noscript, text
+from anarchon_redis._client import Connection, LuaScript, driver_error, is_error_reply, text
 from anarchon_redis._runtime import (
     Runtime,
+    Store,
     append_manual_run,
     claim_records,
     decode_result,
     encode_result,
+    group_by_job,
     refuse_lease_options,
+    retry_noscript,
 )
 from anarchon_redis.strategies import STRATEGIES, Idmp, Script
 
@@ -58,15 +63,15 @@ class DedupeRuntime(Runtime):
     keep_ms = 0
     """How long a claim must stay in ``runs`` for de-duplication (ms)."""
 
-    def __init__(self, backend: Any) -> None:
-        super().__init__(backend)
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
         self._keys: dict[str, tuple[str, str, str, str]] = {}
 
     def keys(self, job: str) -> tuple[str, str, str, str]:
         """``(runs, manual, results, trimmed)`` of ``job``."""
         keys = self._keys.get(job)
         if keys is None:
-            base = self.backend.prefix + job
+            base = self.store.prefix + job
             keys = (f"{base}:runs", f"{base}:manual", f"{base}:results", f"{base}:trimmed")
             self._keys[job] = keys
         return keys
@@ -75,10 +80,32 @@ class DedupeRuntime(Runtime):
         """Refuse lease options: this strategy has no leases (the scheduler checks this too)."""
         refuse_lease_options(limits, self.strategy_name)
 
+    def key_types(self, job: str) -> dict[str, str]:
+        """The job's keys and their Redis types."""
+        runs, manual, results, trimmed = self.keys(job)
+        return {runs: "stream", manual: "stream", results: "zset", trimmed: "string"}
+
     async def evalsha(self, script: LuaScript, key: str, *args: Any) -> Any:
         """Run one of the strategy's scripts on one key."""
-        conn = self.backend._conn or await self.backend._ready()
+        conn = await self.ready()
         return await conn.evalsha(script, (key,), args)
+
+    @abc.abstractmethod
+    def claim_call(self, input: ClaimInput) -> tuple[LuaScript, Any]:
+        """The claim script and its ARGV for ``input`` (KEYS: the job's ``runs``)."""
+
+    async def claim(self, input: ClaimInput) -> bool:
+        """True for exactly one token per ``(job, slot)`` (see :meth:`claim_many`)."""
+        return (await self.claim_many((input,)))[0]
+
+    async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """The claim script once per input, all in one pipeline; answers in request order."""
+        if not inputs:
+            return []
+        conn = await self.ready()
+        script = self.claim_call(inputs[0])[0]
+        calls = [((self.keys(i.job)[0],), self.claim_call(i)[1]) for i in inputs]
+        return [int(r) == 1 for r in await conn.evalsha_many(script, calls)]
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append the manual run to the job's ``manual`` stream (no de-duplication)."""
@@ -88,32 +115,53 @@ class DedupeRuntime(Runtime):
     async def save_result(
         self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
     ) -> None:
-        """Store the result, then trim history (about ``history_size`` runs, and the TTL).
+        """Store the result, then trim history (see :meth:`save_results`)."""
+        await self.save_results((ResultWrite(job, result, history_size, history_ttl_ms),))
+
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """Store the results, then trim each job's history once (about ``history_size`` runs, and the TTL).
 
         Claims the window still needs stay in ``runs``; history hides them
-        (``trimmed``). Results below the cut are dropped with them.
+        (``trimmed``). Results below the cut are dropped with them. Three
+        pipelined round trips at most, whatever the number of writes.
         """
-        conn = await self.ready()
-        runs, manual, results, trimmed = self.keys(job)
-        size = max(int(history_size), 1)
-        ttl = "" if history_ttl_ms is None else int(history_ttl_ms)
-        commands: list[tuple[Any, ...]] = [
-            ("ZADD", results, int(result.slot), encode_result(result)),
-            ("EVALSHA", _lua.TRIM_DEDUPE.sha, 1, runs, size, ttl, int(self.keep_ms)),
-            ("EVALSHA", _lua.TRIM_STREAM.sha, 1, manual, size, ttl, 0, "slot"),
-        ]
-        replies = await conn.pipeline(commands)
-        if any(isinstance(r, Exception) and is_noscript(r) for r in replies[1:]):
-            await conn.load_scripts((_lua.TRIM_DEDUPE, _lua.TRIM_STREAM))
-            replies = [replies[0], *(await conn.pipeline(commands[1:]))]
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        cut = text(replies[1]) if replies[1] is not None else ""
-        if not cut:
+        if not writes:
             return
-        horizon = int(text(await conn.evalsha(_lua.SET_MAX, (trimmed,), (int(cut),))))
-        await conn.execute("ZREMRANGEBYSCORE", results, "-inf", f"({horizon}")
+        conn = await self.ready()
+        by_job = group_by_job(writes)
+        adds = [
+            ("ZADD", self.keys(w.job)[2], int(w.result.slot), encode_result(w.result))
+            for w in writes
+        ]
+        trims: list[tuple[Any, ...]] = []
+        for job, last in by_job.items():
+            runs, manual, _results, _trimmed = self.keys(job)
+            size = max(int(last.history_size), 1)
+            ttl = "" if last.history_ttl_ms is None else int(last.history_ttl_ms)
+            trims.append(("EVALSHA", _lua.TRIM_DEDUPE.sha, 1, runs, size, ttl, int(self.keep_ms)))
+            trims.append(("EVALSHA", _lua.TRIM_STREAM.sha, 1, manual, size, ttl, 0, "slot"))
+        replies = await conn.pipeline([*adds, *trims])
+        for command, reply in zip(adds, replies, strict=False):
+            conn.check(reply, (command[1],))
+        trimmed = await retry_noscript(
+            conn, (_lua.TRIM_DEDUPE, _lua.TRIM_STREAM), trims, replies[len(adds) :]
+        )
+        cuts = [
+            (job, int(text(trimmed[2 * n])))
+            for n, job in enumerate(by_job)
+            if trimmed[2 * n] is not None and text(trimmed[2 * n])
+        ]
+        if not cuts:
+            return
+        horizons = await conn.evalsha_many(
+            _lua.SET_MAX, [((self.keys(job)[3],), (cut,)) for job, cut in cuts]
+        )
+        removes = [
+            ("ZREMRANGEBYSCORE", self.keys(job)[2], "-inf", f"({int(text(horizon))}")
+            for (job, _cut), horizon in zip(cuts, horizons, strict=True)
+        ]
+        for remove, reply in zip(removes, await conn.pipeline(removes), strict=True):
+            conn.check(reply, (remove[1],))
 
     async def history(self, job: str, limit: int) -> list[RunRecord]:
         """Recent runs of ``job`` (scheduled and manual), newest first."""
@@ -130,9 +178,8 @@ class DedupeRuntime(Runtime):
                 ("GET", trimmed),
             ]
         )
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
+        for key, reply in zip((runs, manual, results, trimmed), replies, strict=True):
+            conn.check(reply, (key,))
         scheduled, manual_entries, members, horizon_raw = replies
         horizon = int(text(horizon_raw)) if horizon_raw is not None else None
         claims = claim_records(job, scheduled, manual=False)
@@ -146,38 +193,30 @@ class DedupeRuntime(Runtime):
 
 
 class ScriptRuntime(DedupeRuntime):
-    """The ``script`` strategy for one backend."""
+    """The ``script`` strategy for one store."""
 
     scripts = _lua.SCRIPT_SCRIPTS
     strategy_name = "script"
 
-    def __init__(self, backend: Any, settings: Script) -> None:
-        super().__init__(backend)
+    def __init__(self, store: Store, settings: Script) -> None:
+        super().__init__(store)
         self.settings = settings
         self.keep_ms = settings.window_ms
 
-    async def claim(self, input: ClaimInput) -> bool:
+    def claim_call(self, input: ClaimInput) -> tuple[LuaScript, Any]:
         """The script appends a claim only if the window holds none for the slot."""
-        runs = self.keys(input.job)[0]
-        reply = await self.evalsha(
-            _lua.SCRIPT_CLAIM,
-            runs,
-            int(input.slot),
-            input.token,
-            input.instance_id,
-            int(self.settings.window_ms),
-        )
-        return int(reply) == 1
+        args = (int(input.slot), input.token, input.instance_id, int(self.settings.window_ms))
+        return _lua.SCRIPT_CLAIM, args
 
 
 class IdmpRuntime(DedupeRuntime):
-    """The ``idmp`` strategy for one backend (Redis 8.6+)."""
+    """The ``idmp`` strategy for one store (Redis 8.6+)."""
 
     scripts = _lua.IDMP_SCRIPTS
     strategy_name = "idmp"
 
-    def __init__(self, backend: Any, settings: Idmp) -> None:
-        super().__init__(backend)
+    def __init__(self, store: Store, settings: Idmp) -> None:
+        super().__init__(store)
         self.settings = settings
         self.keep_ms = settings.duration_sec * 1000
 
@@ -185,7 +224,9 @@ class IdmpRuntime(DedupeRuntime):
         """Refuse a server without idempotent ``XADD`` (``COMMAND INFO XCFGSET`` is empty)."""
         try:
             known = _command_known(await conn.execute("COMMAND", "INFO", "XCFGSET"))
-        except (TypeError, SystemError):
+        except BackendError as unparsed:
+            if not isinstance(driver_error(unparsed), (TypeError, SystemError)):
+                raise
             # The client cannot parse the reply (redis-py: the ``[nil]`` of an unknown
             # command; GLIDE: Redis 8's maps): ask COMMAND GETKEYS, which fails if unknown.
             try:
@@ -201,7 +242,7 @@ class IdmpRuntime(DedupeRuntime):
         shown = ".".join(str(v) for v in version)
         raise UnsupportedError(
             f"strategy 'idmp' needs Redis 8.6 or newer (idempotent XADD, XCFGSET);"
-            f" {self.backend.describe()} runs {server} {shown}, which does not have it."
+            f" {self.store.describe()} runs {server} {shown}, which does not have it."
             f" Use another strategy: {others}"
         )
 
@@ -227,12 +268,9 @@ class IdmpRuntime(DedupeRuntime):
         if not int(created):
             log.debug("idmp stream %s exists: its IDMP settings are left as they are", runs)
 
-    async def claim(self, input: ClaimInput) -> bool:
+    def claim_call(self, input: ClaimInput) -> tuple[LuaScript, Any]:
         """``XADD IDMP <job> <slot>``; a duplicate's first entry tells whose slot it is."""
-        runs = self.keys(input.job)[0]
-        reply = await self.evalsha(
-            _lua.IDMP_CLAIM,
-            runs,
+        args = (
             input.job,
             int(input.slot),
             input.token,
@@ -240,7 +278,7 @@ class IdmpRuntime(DedupeRuntime):
             self.settings.duration_sec,
             self.settings.max_size,
         )
-        return int(reply) == 1
+        return _lua.IDMP_CLAIM, args
 
 
 def _command_known(reply: Any) -> bool:

@@ -1,4 +1,4 @@
-"""The ``lease`` strategy: the claim tree of SPEC §5 in one Lua script, with the server's clock.
+"""The ``lease`` strategy: the claim tree of docs/leases.md in one Lua script, with the server's clock.
 
 Keys of a job (one hash tag, so Redis Cluster keeps them on one node):
 
@@ -10,10 +10,16 @@ Keys of a job (one hash tag, so Redis Cluster keeps them on one node):
 ``{<prefix><job>}:runs``     stream      one entry per attempt and per manual run
 ``{<prefix><job>}:results``  sorted set  one result per attempt (JSON, scored by slot)
 ==========================  ==========  ===============================================
+
+Every step is one script that takes a batch (claims, heartbeats, finishes,
+results): a single call is a batch of one, so a batch answers exactly what its
+items answer one by one. See :func:`anarchon_redis._runtime.run_batched` for
+how a batch is split into calls (one node, or per job on a cluster).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from anarchon.backend import RunStore
@@ -25,14 +31,24 @@ from anarchon.types import (
     ClaimInput,
     ClaimOutcome,
     JobLimits,
+    ResultWrite,
     RunClaim,
+    RunFinish,
+    RunKey,
     RunRecord,
     StoredResult,
 )
 
 from anarchon_redis import _lua
 from anarchon_redis._client import text
-from anarchon_redis._runtime import Runtime, claim_records, decode_result, encode_result
+from anarchon_redis._runtime import (
+    Runtime,
+    Store,
+    claim_records,
+    decode_result,
+    encode_result,
+    run_batched,
+)
 from anarchon_redis.strategies import Lease
 
 __all__ = ["PLAIN_CLAIM_LEASE_MS", "RETENTION_MARGIN_MS", "LeaseRuntime", "RedisRunStore"]
@@ -53,12 +69,12 @@ def _outcome(reply: Any) -> ClaimOutcome:
 
 
 class LeaseRuntime(Runtime):
-    """The ``lease`` strategy for one backend."""
+    """The ``lease`` strategy for one store."""
 
     scripts = _lua.LEASE_SCRIPTS
 
-    def __init__(self, backend: Any, settings: Lease) -> None:
-        super().__init__(backend)
+    def __init__(self, store: Store, settings: Lease) -> None:
+        super().__init__(store)
         self.settings = settings
         self.runs: RedisRunStore = RedisRunStore(self)
         self._keys: dict[str, tuple[str, str, str, str, str]] = {}
@@ -70,7 +86,7 @@ class LeaseRuntime(Runtime):
         """``(state, active, slots, runs, results)`` of ``job``."""
         keys = self._keys.get(job)
         if keys is None:
-            tag = "{" + self.backend.prefix + job + "}"
+            tag = "{" + self.store.prefix + job + "}"
             keys = (
                 f"{tag}:state",
                 f"{tag}:active",
@@ -81,9 +97,31 @@ class LeaseRuntime(Runtime):
             self._keys[job] = keys
         return keys
 
+    def key_types(self, job: str) -> dict[str, str]:
+        """The job's keys and their Redis types."""
+        state, active, slots, runs, results = self.keys(job)
+        return {state: "hash", active: "set", slots: "zset", runs: "stream", results: "zset"}
+
     def keep_ms(self, job: str) -> int:
         """How long finished run state of ``job`` is kept (what this instance knows it needs)."""
         return self._keep.get(job, self.settings.window_ms)
+
+    def claim_args(self, claim: RunClaim) -> tuple[Any, ...]:
+        """One claim's ARGV for the claim script."""
+        deadline, ttl = claim.deadline_ms, claim.history_ttl_ms
+        return (
+            int(claim.slot),
+            claim.token,
+            claim.instance_id,
+            int(claim.lease_ms),
+            int(claim.max_attempts),
+            1 if claim.overlap else 0,
+            "" if deadline is None else int(deadline),
+            1 if claim.create else 0,
+            max(int(claim.history_size), 1),
+            self.keep_ms(claim.job),
+            "" if ttl is None else int(ttl),
+        )
 
     # Runtime ------------------------------------------------------------------
 
@@ -112,31 +150,17 @@ class LeaseRuntime(Runtime):
             await conn.evalsha(_lua.LEASE_PREPARE, self.keys(job)[:1], (keep,))
 
     async def claim(self, input: ClaimInput) -> bool:
-        """A lease claim with ``create=True``, no overlap check, one attempt, mapped to a bool.
+        """A plain claim (see :meth:`claim_many`)."""
+        return (await self.claim_many((input,)))[0]
+
+    async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """Lease claims with ``create=True``, no overlap check, one attempt, mapped to bools.
 
         The claim script also writes the history record.
         """
-        keys = self.keys(input.job)
-        ttl = input.history_ttl_ms
-        conn = await self.ready()
-        reply = await conn.evalsha(
-            _lua.LEASE_CLAIM,
-            keys,
-            (
-                int(input.slot),
-                input.token,
-                input.instance_id,
-                PLAIN_CLAIM_LEASE_MS,
-                1,
-                1,
-                "",
-                1,
-                int(input.history_size),
-                self.keep_ms(input.job),
-                "" if ttl is None else int(ttl),
-            ),
-        )
-        return text(reply[0]) == "won" or int(reply[4]) == 1
+        claims = [RunClaim.plain(i) for i in inputs]
+        outcomes = await self.runs.raw_claims(claims)
+        return [text(r[0]) == "won" or int(r[4]) == 1 for r in outcomes]
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append a manual claim record to the job's ``runs`` stream (no de-duplication)."""
@@ -162,20 +186,36 @@ class LeaseRuntime(Runtime):
     async def save_result(
         self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
     ) -> None:
-        """Store the result and trim history; a plain claim's run state is marked finished too."""
+        """Store the result (see :meth:`save_results`)."""
+        await self.save_results((ResultWrite(job, result, history_size, history_ttl_ms),))
+
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """Store the results and trim history; a plain claim's run state is marked finished too."""
+        if not writes:
+            return
         conn = await self.ready()
-        await conn.evalsha(
+
+        def args(i: int) -> tuple[Any, ...]:
+            w = writes[i]
+            r = w.result
+            ttl = w.history_ttl_ms
+            return (
+                int(r.slot),
+                r.token,
+                encode_result(r),
+                r.status,
+                1 if r.manual else 0,
+                max(int(w.history_size), 1),
+                "" if ttl is None else int(ttl),
+                self.keep_ms(w.job),
+            )
+
+        await run_batched(
+            conn,
             _lua.LEASE_SAVE,
-            self.keys(job),
-            (
-                int(result.slot),
-                result.token,
-                encode_result(result),
-                result.status,
-                1 if result.manual else 0,
-                max(int(history_size), 1),
-                "" if history_ttl_ms is None else int(history_ttl_ms),
-            ),
+            [w.job for w in writes],
+            lambda i: self.keys(writes[i].job),
+            args,
         )
 
     async def history(self, job: str, limit: int) -> list[RunRecord]:
@@ -191,52 +231,60 @@ class LeaseRuntime(Runtime):
                 ("ZREVRANGE", results, 0, fetch - 1),
             ]
         )
-        for reply in (entries, members):
-            if isinstance(reply, Exception):
-                raise reply
+        conn.check(entries, (runs,))
+        conn.check(members, (results,))
         claims = claim_records(job, entries, manual=False)
         stored = [r for r in (decode_result(m) for m in members) if r is not None]
         return build_history(job, claims, stored, limit)
 
 
 class RedisRunStore(RunStore):
-    """Leases on Redis/Valkey: every method is one Lua script, timed with the server's ``TIME``."""
+    """Leases on Redis/Valkey: every method is one Lua script, timed with the server's ``TIME``.
+
+    The batch members send one script call per chunk of items (one node), or
+    per job (a cluster), pipelined in one round trip.
+    """
 
     def __init__(self, runtime: LeaseRuntime) -> None:
         self._rt = runtime
 
-    async def claim(self, claim: RunClaim) -> ClaimOutcome:
-        """Walk the claim tree of SPEC §5 in one script and return its outcome."""
+    async def raw_claims(self, claims: Sequence[RunClaim]) -> list[Any]:
+        """The claim script's reply for each claim, in request order."""
         rt = self._rt
-        deadline, ttl = claim.deadline_ms, claim.history_ttl_ms
-        reply = await (rt.backend._conn or await rt.backend._ready()).evalsha(
+        conn = await rt.ready()
+        return await run_batched(
+            conn,
             _lua.LEASE_CLAIM,
-            rt.keys(claim.job),
-            (
-                claim.slot,
-                claim.token,
-                claim.instance_id,
-                claim.lease_ms,
-                claim.max_attempts,
-                1 if claim.overlap else 0,
-                "" if deadline is None else deadline,
-                1 if claim.create else 0,
-                claim.history_size,
-                rt.keep_ms(claim.job),
-                "" if ttl is None else ttl,
-            ),
+            [c.job for c in claims],
+            lambda i: rt.keys(claims[i].job),
+            lambda i: rt.claim_args(claims[i]),
         )
-        return _outcome(reply)
+
+    async def claim(self, claim: RunClaim) -> ClaimOutcome:
+        """Walk the claim tree of docs/leases.md in one script and return its outcome."""
+        return _outcome((await self.raw_claims((claim,)))[0])
+
+    async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
+        """:meth:`claim` for each item, in a few script calls; answers in request order."""
+        return [_outcome(r) for r in await self.raw_claims(claims)]
 
     async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
         """Extend the lease to server time + ``lease_ms`` if ``token`` still owns the run."""
+        return (await self.heartbeat_many((RunKey(job, slot, token),), lease_ms))[0]
+
+    async def heartbeat_many(self, runs: Sequence[RunKey], lease_ms: int) -> list[bool]:
+        """:meth:`heartbeat` for each run, in a few script calls; answers in request order."""
         rt = self._rt
-        keys = rt.keys(job)
         conn = await rt.ready()
-        reply = await conn.evalsha(
-            _lua.LEASE_HEARTBEAT, keys[:1], (int(slot), token, int(lease_ms))
+        replies = await run_batched(
+            conn,
+            _lua.LEASE_HEARTBEAT,
+            [r.job for r in runs],
+            lambda i: rt.keys(runs[i].job)[:1],
+            lambda i: (int(runs[i].slot), runs[i].token),
+            shared=(int(lease_ms),),
         )
-        return int(reply) == 1
+        return [int(r) == 1 for r in replies]
 
     async def finish(
         self, job: str, slot: int, token: str, status: str, error: str | None = None
@@ -245,11 +293,20 @@ class RedisRunStore(RunStore):
 
         The scheduler stores the result with ``save_result`` afterwards.
         """
+        return (await self.finish_many((RunFinish(job, slot, token, status, error),)))[0]
+
+    async def finish_many(self, finishes: Sequence[RunFinish]) -> list[bool]:
+        """:meth:`finish` for each item, in a few script calls; answers in request order."""
         rt = self._rt
-        keys = rt.keys(job)
         conn = await rt.ready()
-        reply = await conn.evalsha(_lua.LEASE_FINISH, keys[:2], (int(slot), token, status))
-        return int(reply) == 1
+        replies = await run_batched(
+            conn,
+            _lua.LEASE_FINISH,
+            [f.job for f in finishes],
+            lambda i: rt.keys(finishes[i].job)[:2],
+            lambda i: (int(finishes[i].slot), finishes[i].token, finishes[i].status),
+        )
+        return [int(r) == 1 for r in replies]
 
     async def release(self, job: str, slot: int, token: str) -> bool:
         """End ``token``'s lease now (hand-over); on the last attempt mark the run interrupted.
@@ -264,7 +321,7 @@ class RedisRunStore(RunStore):
 
     async def now_ms(self) -> int:
         """The server clock (``TIME``) in ms."""
-        return await self._rt.backend.now_ms()
+        return await (await self._rt.ready()).time_ms()
 
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""

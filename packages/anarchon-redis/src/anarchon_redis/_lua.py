@@ -22,9 +22,14 @@ object (``cjson``) with these keys:
 ``o``  outcome given to ``finish`` (``ok``, ``error``, ...)
 ====  =========================================================
 
-Two bookkeeping fields sit beside the slots: ``~keep`` (the longest any
-instance asked run state to be kept, ms) and ``~ttl`` (when history is next
-checked against ``history_ttl``).
+Three bookkeeping fields sit beside the slots: ``~keep`` (the longest any
+instance asked run state to be kept, ms), ``~ttl`` (when history is next
+checked against ``history_ttl``) and ``~n`` (writes so far: trimming is
+checked every ``min(16, history_size)`` writes, not on each).
+
+Every lease script but ``release``, ``active`` and ``prepare`` takes a batch:
+KEYS and ARGV hold one group per item, items run in order at one ``TIME``,
+and the reply is one answer per item.
 
 Results are JSON objects in the ``results`` sorted set, scored by slot; claim
 records are entries of the ``runs`` stream whose first field is the slot.
@@ -62,7 +67,21 @@ local function now_ms()
 end
 local function int(n) return string.format('%d', n) end
 local function opt(s) if s == nil or s == '' then return nil end return tonumber(s) end
-local function put(state, slot, r) redis.call('HSET', state, slot, cjson.encode(r)) end
+-- Run state as the JSON cjson would write, built with string.format (faster than
+-- cjson.encode of a table); strings other than [%w.:_-] go through cjson.
+local function jstr(s)
+  if string.find(s, '^[%w%.:_%-]*$') then return '"' .. s .. '"' end
+  return cjson.encode(s)
+end
+local function encode_state(r)
+  local out = string.format('{"a":%d,"t":%s,"s":%s,"r":%s,"l":%d,"b":%d,"m":%d,"x":%d',
+                            r.a, jstr(r.t), jstr(r.s), jstr(r.r), r.l, r.b, r.m, r.x)
+  if r.f then out = out .. string.format(',"f":%d', r.f) end
+  if r.e then out = out .. ',"e":' .. jstr(r.e) end
+  if r.o then out = out .. ',"o":' .. jstr(r.o) end
+  return out .. '}'
+end
+local function put(state, slot, r) redis.call('HSET', state, slot, encode_state(r)) end
 """
 
 _LEASE_LIB = r"""
@@ -163,114 +182,157 @@ local function trim_state(state, active, slots, now, size, keep)
 end
 """
 
+_TICK = r"""
+-- Trimming is amortised: every write to a job counts in `~n`, and only every
+-- `every`-th write (16, or history_size if smaller) checks the bounds and trims;
+-- with a history TTL, a write also trims once `~ttl` is due. Trimming never goes
+-- further than before, only less often: state and history grow past their bound
+-- by at most `every` records between checks.
+local function tick(state, active, slots, runs, results, now, size, keep, ttl)
+  local every = math.max(1, math.min(16, size))
+  local due = redis.call('HINCRBY', state, '~n', 1) % every == 0
+  if not due and ttl then
+    due = now >= tonumber(redis.call('HGET', state, '~ttl') or '0')
+  end
+  if not due then return end
+  trim_state(state, active, slots, now, size, keep)
+  trim_history(state, active, runs, results, now, size, ttl)
+end
+"""
+
 _CLAIM = r"""
--- KEYS: state, active, slots, runs, results
--- ARGV: slot, token, instance, lease_ms, max_attempts, overlap (0/1),
+-- A batch of claims, each walking the claim tree on its own (in order, as if
+-- sent one by one), all at one server time.
+-- KEYS: per claim: state, active, slots, runs, results (5 keys)
+-- ARGV: per claim: slot, token, instance, lease_ms, max_attempts, overlap (0/1),
 --       deadline ('' = none), create (0/1), history_size, keep_ms, history_ttl_ms ('' = none)
--- Returns {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
-local state, active, slots, runs, results = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local slot_s, token, instance = ARGV[1], ARGV[2], ARGV[3]
-local slot, lease_ms, max_attempts = tonumber(slot_s), tonumber(ARGV[4]), tonumber(ARGV[5])
-local size, keep, ttl = tonumber(ARGV[9]), tonumber(ARGV[10]), opt(ARGV[11])
-local now = now_ms()
-local raw = redis.call('HGET', state, slot_s)
-if not raw then
-  local deadline = opt(ARGV[7])
-  if deadline and now > deadline then return {'late', 0, '', 0, 0} end
-  if ARGV[8] ~= '1' then return {'none', 0, '', 0, 0} end
-  if ARGV[6] ~= '1' then
-    local blocker, blocker_slot = nil, nil
-    for _, s in ipairs(redis.call('SMEMBERS', active)) do
-      local n = tonumber(s)
-      if n < slot and (blocker_slot == nil or n > blocker_slot) then
-        local other = redis.call('HGET', state, s)
-        if other then
-          local o = cjson.decode(other)
-          if o.s == 'running' and o.l > now then blocker, blocker_slot = o, n end
+-- Returns per claim {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
+local function claim(k, a, now)
+  local state, active, slots, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
+  local slot_s, token, instance = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local slot, lease_ms, max_attempts = tonumber(slot_s), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local size, keep, ttl = tonumber(ARGV[a + 9]), tonumber(ARGV[a + 10]), opt(ARGV[a + 11])
+  local raw = redis.call('HGET', state, slot_s)
+  if not raw then
+    local deadline = opt(ARGV[a + 7])
+    if deadline and now > deadline then return {'late', 0, '', 0, 0} end
+    if ARGV[a + 8] ~= '1' then return {'none', 0, '', 0, 0} end
+    if ARGV[a + 6] ~= '1' then
+      local blocker, blocker_slot = nil, nil
+      for _, s in ipairs(redis.call('SMEMBERS', active)) do
+        local n = tonumber(s)
+        if n < slot and (blocker_slot == nil or n > blocker_slot) then
+          local other = redis.call('HGET', state, s)
+          if other then
+            local o = cjson.decode(other)
+            if o.s == 'running' and o.l > now then blocker, blocker_slot = o, n end
+          end
         end
       end
+      if blocker then
+        put(state, slot_s, {a = 0, t = token, s = 'skipped', r = instance, l = now, b = now,
+                            m = max_attempts, x = 0, f = now})
+        redis.call('ZADD', slots, slot_s, slot_s)
+        add_result(results, slot, token, instance, 'skipped', now, now, 1, 'overlap')
+        tick(state, active, slots, runs, results, now, size, keep, ttl)
+        return {'overlap', 0, blocker.r, blocker.l, 0}
+      end
     end
-    if blocker then
-      put(state, slot_s, {a = 0, t = token, s = 'skipped', r = instance, l = now, b = now,
-                          m = max_attempts, x = 0, f = now})
-      redis.call('ZADD', slots, slot_s, slot_s)
-      add_result(results, slot, token, instance, 'skipped', now, now, 1, 'overlap')
-      trim_state(state, active, slots, now, size, keep)
-      return {'overlap', 0, blocker.r, blocker.l, 0}
+    local lease = now + lease_ms
+    put(state, slot_s, {a = 1, t = token, s = 'running', r = instance, l = lease, b = now,
+                        m = max_attempts, x = 0})
+    redis.call('SADD', active, slot_s)
+    redis.call('ZADD', slots, slot_s, slot_s)
+    add_claim(runs, slot_s, token, instance, 1, now)
+    tick(state, active, slots, runs, results, now, size, keep, ttl)
+    return {'won', 1, instance, lease, 1}
+  end
+  local r = cjson.decode(raw)
+  local mine = 0
+  if r.t == token then mine = 1 end
+  if mine == 1 and r.s == 'running' and r.x == 0 then
+    local lease = math.max(r.l, now + lease_ms)
+    if lease ~= r.l then
+      r.l = lease
+      put(state, slot_s, r)
     end
+    return {'won', r.a, r.r, r.l, 1}
   end
-  local lease = now + lease_ms
-  put(state, slot_s, {a = 1, t = token, s = 'running', r = instance, l = lease, b = now,
-                      m = max_attempts, x = 0})
-  redis.call('SADD', active, slot_s)
-  redis.call('ZADD', slots, slot_s, slot_s)
-  add_claim(runs, slot_s, token, instance, 1, now)
-  trim_state(state, active, slots, now, size, keep)
-  if over(runs, 'XLEN', active, size) then
-    trim_history(state, active, runs, results, now, size, ttl)
-  end
-  return {'won', 1, instance, lease, 1}
-end
-local r = cjson.decode(raw)
-local mine = 0
-if r.t == token then mine = 1 end
-if mine == 1 and r.s == 'running' and r.x == 0 then
-  local lease = math.max(r.l, now + lease_ms)
-  if lease ~= r.l then
-    r.l = lease
+  if r.s ~= 'running' or mine == 1 then return {'done', r.a, r.r, r.l, mine} end
+  if r.l > now then return {'running', r.a, r.r, r.l, 0} end
+  if r.a < max_attempts then
+    if r.x == 0 then
+      add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(r.l, r.b), r.a, 'lease_lost')
+    end
+    r.a = r.a + 1
+    r.t, r.r, r.l, r.m, r.b, r.x, r.e = token, instance, now + lease_ms, max_attempts, now, 0, nil
     put(state, slot_s, r)
+    add_claim(runs, slot_s, token, instance, r.a, now)
+    tick(state, active, slots, runs, results, now, size, keep, ttl)
+    return {'won', r.a, instance, r.l, 1}
   end
-  return {'won', r.a, r.r, r.l, 1}
-end
-if r.s ~= 'running' or mine == 1 then return {'done', r.a, r.r, r.l, mine} end
-if r.l > now then return {'running', r.a, r.r, r.l, 0} end
-if r.a < max_attempts then
   if r.x == 0 then
-    add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(r.l, r.b), r.a, 'lease_lost')
+    add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(now, r.b), r.a,
+               'attempts_exhausted')
   end
-  r.a = r.a + 1
-  r.t, r.r, r.l, r.m, r.b, r.x, r.e = token, instance, now + lease_ms, max_attempts, now, 0, nil
+  r.s, r.f = 'interrupted', now
   put(state, slot_s, r)
-  add_claim(runs, slot_s, token, instance, r.a, now)
-  if over(runs, 'XLEN', active, size) then
-    trim_history(state, active, runs, results, now, size, ttl)
-  end
-  return {'won', r.a, instance, r.l, 1}
+  redis.call('SREM', active, slot_s)
+  return {'done', r.a, r.r, r.l, 0}
 end
-if r.x == 0 then
-  add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(now, r.b), r.a,
-             'attempts_exhausted')
+
+local now = now_ms()
+local out = {}
+for i = 1, #KEYS / 5 do
+  out[i] = claim((i - 1) * 5, (i - 1) * 11, now)
 end
-r.s, r.f = 'interrupted', now
-put(state, slot_s, r)
-redis.call('SREM', active, slot_s)
-return {'done', r.a, r.r, r.l, 0}
+return out
 """
 
 _HEARTBEAT = r"""
--- KEYS: state   ARGV: slot, token, lease_ms   Returns 1 if the lease was extended.
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local r = cjson.decode(raw)
-if r.t ~= ARGV[2] or r.s ~= 'running' or r.x ~= 0 then return 0 end
-r.l = now_ms() + tonumber(ARGV[3])
-put(KEYS[1], ARGV[1], r)
-return 1
+-- KEYS: per run: state   ARGV: lease_ms, then per run: slot, token
+-- Returns per run 1 if the lease was extended.
+local lease = now_ms() + tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS do
+  local state, slot_s, token = KEYS[i], ARGV[2 * i], ARGV[2 * i + 1]
+  out[i] = 0
+  local raw = redis.call('HGET', state, slot_s)
+  if raw then
+    local r = cjson.decode(raw)
+    if r.t == token and r.s == 'running' and r.x == 0 then
+      r.l = lease
+      put(state, slot_s, r)
+      out[i] = 1
+    end
+  end
+end
+return out
 """
 
 _FINISH = r"""
--- KEYS: state, active   ARGV: slot, token, status
--- Returns 1 if the run is now finished by this token (also for a retried finish).
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local r = cjson.decode(raw)
-if r.t ~= ARGV[2] then return 0 end
-if r.s == 'finished' then return 1 end
-if r.s ~= 'running' or r.x ~= 0 then return 0 end
-r.s, r.f, r.o = 'finished', now_ms(), ARGV[3]
-put(KEYS[1], ARGV[1], r)
-redis.call('SREM', KEYS[2], ARGV[1])
-return 1
+-- KEYS: per run: state, active   ARGV: per run: slot, token, status
+-- Returns per run 1 if it is now finished by this token (also for a retried finish).
+local function finish(state, active, slot_s, token, status, now)
+  local raw = redis.call('HGET', state, slot_s)
+  if not raw then return 0 end
+  local r = cjson.decode(raw)
+  if r.t ~= token then return 0 end
+  if r.s == 'finished' then return 1 end
+  if r.s ~= 'running' or r.x ~= 0 then return 0 end
+  r.s, r.f, r.o = 'finished', now, status
+  put(state, slot_s, r)
+  redis.call('SREM', active, slot_s)
+  return 1
+end
+
+local now = now_ms()
+local out = {}
+for i = 1, #KEYS / 2 do
+  local a = (i - 1) * 3
+  out[i] = finish(KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], now)
+end
+return out
 """
 
 _RELEASE = r"""
@@ -301,24 +363,41 @@ return 1
 """
 
 _SAVE = r"""
--- KEYS: state, active, slots, runs, results
--- ARGV: slot, token, result (JSON), status, manual (0/1), history_size, history_ttl_ms ('' = none)
-local state, active, slots, runs, results = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local now = now_ms()
-if ARGV[5] ~= '1' and ARGV[4] ~= 'running' then
-  local raw = redis.call('HGET', state, ARGV[1])
-  if raw then
-    local r = cjson.decode(raw)
-    if r.t == ARGV[2] and r.s == 'running' then
-      r.s, r.f, r.o = 'finished', now, ARGV[4]
-      put(state, ARGV[1], r)
-      redis.call('SREM', active, ARGV[1])
+-- KEYS: per result: state, active, slots, runs, results
+-- ARGV: per result: slot, token, result (JSON), status, manual (0/1), history_size,
+--       history_ttl_ms ('' = none), keep_ms
+-- A plain claim's run state is marked finished too. Returns per result 1.
+local function save(k, a, now)
+  local state, active, slots, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
+  local slot_s, token, status, manual = ARGV[a + 1], ARGV[a + 2], ARGV[a + 4], ARGV[a + 5] == '1'
+  if not manual and status ~= 'running' then
+    local raw = redis.call('HGET', state, slot_s)
+    -- Only a run still running is decoded (a lease run was finished already).
+    if raw and string.find(raw, '"s":"running"', 1, true) then
+      local r = cjson.decode(raw)
+      if r.t == token and r.s == 'running' then
+        r.s, r.f, r.o = 'finished', now, status
+        put(state, slot_s, r)
+        redis.call('SREM', active, slot_s)
+      end
     end
   end
+  redis.call('ZADD', results, slot_s, ARGV[a + 3])
+  -- A scheduled run's claim counted already (it ticks, and trims results too);
+  -- a manual run has no claim here, so its result counts.
+  if manual then
+    tick(state, active, slots, runs, results, now, tonumber(ARGV[a + 6]), tonumber(ARGV[a + 8]),
+         opt(ARGV[a + 7]))
+  end
+  return 1
 end
-redis.call('ZADD', results, ARGV[1], ARGV[3])
-trim_history(state, active, runs, results, now, tonumber(ARGV[6]), opt(ARGV[7]))
-return 1
+
+local now = now_ms()
+local out = {}
+for i = 1, #KEYS / 5 do
+  out[i] = save((i - 1) * 5, (i - 1) * 8, now)
+end
+return out
 """
 
 _ACTIVE = r"""
@@ -390,11 +469,11 @@ def _script(name: str, *parts: str) -> LuaScript:
     return LuaScript(name, "".join(parts))
 
 
-LEASE_CLAIM = _script("claim", _PRELUDE, _LEASE_LIB, _CLAIM)
+LEASE_CLAIM = _script("claim", _PRELUDE, _LEASE_LIB, _TICK, _CLAIM)
 LEASE_HEARTBEAT = _script("heartbeat", _PRELUDE, _HEARTBEAT)
 LEASE_FINISH = _script("finish", _PRELUDE, _FINISH)
 LEASE_RELEASE = _script("release", _PRELUDE, _LEASE_LIB, _RELEASE)
-LEASE_SAVE = _script("save", _PRELUDE, _LEASE_LIB, _SAVE)
+LEASE_SAVE = _script("save", _PRELUDE, _LEASE_LIB, _TICK, _SAVE)
 LEASE_ACTIVE = _script("active", _PRELUDE, _ACTIVE)
 LEASE_PREPARE = _script("prepare", _PRELUDE, _PREPARE)
 TRIM_STREAM = _script("trim-stream", _PRELUDE, _TRIM_STREAM)

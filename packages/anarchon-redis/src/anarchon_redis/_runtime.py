@@ -1,29 +1,127 @@
-"""What every strategy implements for the backend (internal)."""
+"""What every strategy implements for the backend (internal).
+
+A runtime is one strategy bound to one store. It reaches the store only
+through :class:`Store`, a small protocol the backend implements (its key
+prefix, its connection, its name for messages), never through the backend's
+own members, so no runtime module imports the backend.
+"""
 
 from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from anarchon.backend import RunStore
+from anarchon.batching import per_item
 from anarchon.errors import UnsupportedError
-from anarchon.types import ClaimInput, ClaimRecord, JobLimits, RunRecord, StoredResult
+from anarchon.types import (
+    ClaimInput,
+    ClaimRecord,
+    JobLimits,
+    ResultWrite,
+    RunRecord,
+    StoredResult,
+)
 
-from anarchon_redis._client import Connection, LuaScript, text
-
-if TYPE_CHECKING:
-    from anarchon_redis.backend import RedisBackendBase
+from anarchon_redis._client import Connection, LuaScript, is_noscript, text
 
 __all__ = [
+    "CHUNK",
     "Runtime",
+    "Store",
     "append_manual_run",
+    "chunks",
     "decode_result",
     "encode_result",
+    "group_by_job",
     "refuse_lease_options",
+    "retry_noscript",
+    "run_batched",
     "stream_fields",
 ]
+
+
+CHUNK = 500
+"""The most items one script call carries (a batch is split into calls of at most this many)."""
+
+
+def chunks(one_node: bool, jobs: Sequence[str], size: int = CHUNK) -> list[list[int]]:
+    """The items' indexes, per script call.
+
+    On one node any items may share a call (in request order, ``size`` at
+    most). On a cluster a script's keys must share one hash slot, so a call
+    carries the items of one job only (the driver's pipeline sends each call
+    to its node).
+    """
+    if one_node:
+        return [list(range(i, min(i + size, len(jobs)))) for i in range(0, len(jobs), size)]
+    by_job: dict[str, list[int]] = {}
+    for i, job in enumerate(jobs):
+        by_job.setdefault(job, []).append(i)
+    return [
+        indexes[i : i + size] for indexes in by_job.values() for i in range(0, len(indexes), size)
+    ]
+
+
+async def run_batched(
+    conn: Connection,
+    script: LuaScript,
+    jobs: Sequence[str],
+    keys: Callable[[int], Sequence[str]],
+    args: Callable[[int], Sequence[Any]],
+    shared: Sequence[Any] = (),
+) -> list[Any]:
+    """Run a batch script over items ``0..len(jobs)-1``; each item's reply, in request order.
+
+    ``keys(i)`` and ``args(i)`` are item ``i``'s KEYS and ARGV; ``shared``
+    goes before every call's ARGV. One pipelined round trip for all the calls.
+    """
+    if not jobs:
+        return []
+    groups = chunks(conn.one_node, jobs)
+    calls: list[tuple[list[str], list[Any]]] = []
+    for group in groups:
+        call_keys: list[str] = []
+        call_args: list[Any] = list(shared)
+        for i in group:
+            call_keys.extend(keys(i))
+            call_args.extend(args(i))
+        calls.append((call_keys, call_args))
+    replies = await conn.evalsha_many(script, calls)
+    answers: list[Any] = [None] * len(jobs)
+    for group, reply in zip(groups, replies, strict=True):
+        for i, answer in zip(group, reply, strict=True):
+            answers[i] = answer
+    return answers
+
+
+def group_by_job(writes: Sequence[ResultWrite]) -> dict[str, ResultWrite]:
+    """Each job of ``writes`` (in first-seen order) and its last write (whose settings win)."""
+    last: dict[str, ResultWrite] = {}
+    for w in writes:
+        last[w.job] = w
+    return last
+
+
+async def retry_noscript(
+    conn: Connection,
+    scripts: Sequence[LuaScript],
+    commands: Sequence[tuple[Any, ...]],
+    replies: Sequence[Any],
+) -> list[Any]:
+    """``replies`` of pipelined ``EVALSHA`` ``commands``; those answered ``NOSCRIPT`` (they did
+    not run) are sent again once the scripts are loaded. Any other error is raised."""
+    out = list(replies)
+    again = [n for n, r in enumerate(out) if isinstance(r, BaseException) and is_noscript(r)]
+    if again:
+        await conn.load_scripts(scripts)
+        for n, reply in zip(again, await conn.pipeline([commands[n] for n in again]), strict=True):
+            out[n] = reply
+    for command, reply in zip(commands, out, strict=True):
+        conn.check(reply, (str(command[3]),))
+    return out
 
 
 def refuse_lease_options(limits: JobLimits, strategy: str) -> None:
@@ -36,20 +134,38 @@ def refuse_lease_options(limits: JobLimits, strategy: str) -> None:
         )
 
 
+class Store(Protocol):
+    """What a runtime needs of the backend it serves."""
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix (``cron:`` by default)."""
+
+    async def connection(self) -> Connection:
+        """The connection, opened (``init()``) first if needed."""
+
+    def describe(self) -> str:
+        """Where the store is, for messages (the password hidden)."""
+
+
 class Runtime(abc.ABC):
-    """One strategy bound to one backend: the backend delegates its store calls here."""
+    """One strategy bound to one store: the backend delegates its store calls here."""
 
     scripts: tuple[LuaScript, ...] = ()
     """Scripts loaded at ``init()``."""
     runs: RunStore | None = None
     """The lease store, for strategies with leases."""
 
-    def __init__(self, backend: RedisBackendBase) -> None:
-        self.backend = backend
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def ready(self) -> Connection:
-        """The backend's connection (``init()`` first if needed)."""
-        return self.backend._conn or await self.backend._ready()
+        """The store's connection (``init()`` first if needed)."""
+        return await self.store.connection()
+
+    def key_types(self, job: str) -> dict[str, str]:
+        """The keys of ``job`` and the Redis type each must have (checked by ``prepare_job``)."""
+        return {}
 
     async def check_server(  # noqa: B027
         self, conn: Connection, server: str, version: tuple[int, ...]
@@ -79,6 +195,19 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     async def history(self, job: str, limit: int) -> list[RunRecord]:
         """Recent runs, newest first."""
+
+    # Batches (docs/extending.md, "Batch members"); defaults: the single calls.
+
+    async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """``claim()`` for each input, answers in request order."""
+        return await per_item(self.claim, inputs)
+
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """``save_result()`` for each write."""
+        await per_item(
+            lambda w: self.save_result(w.job, w.result, w.history_size, w.history_ttl_ms),
+            writes,
+        )
 
 
 def encode_result(result: StoredResult) -> str:

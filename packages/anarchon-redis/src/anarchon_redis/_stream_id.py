@@ -18,20 +18,24 @@ Keys (each command and script touches one key, so no hash tag is needed):
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from anarchon.history import build_history
-from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
+from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
 
 from anarchon_redis import _lua
-from anarchon_redis._client import is_error_reply, is_noscript, text
+from anarchon_redis._client import is_error_reply, text
 from anarchon_redis._runtime import (
     Runtime,
+    Store,
     append_manual_run,
     claim_records,
     decode_result,
     encode_result,
+    group_by_job,
     refuse_lease_options,
+    retry_noscript,
 )
 from anarchon_redis.strategies import StreamId
 
@@ -47,12 +51,12 @@ def _is_stale_id(error: BaseException) -> bool:
 
 
 class StreamIdRuntime(Runtime):
-    """The ``stream-id`` strategy for one backend."""
+    """The ``stream-id`` strategy for one store."""
 
     scripts = _lua.STREAM_ID_SCRIPTS
 
-    def __init__(self, backend: Any, settings: StreamId) -> None:
-        super().__init__(backend)
+    def __init__(self, store: Store, settings: StreamId) -> None:
+        super().__init__(store)
         self.settings = settings
         self._keys: dict[str, tuple[str, str, str]] = {}
 
@@ -60,7 +64,7 @@ class StreamIdRuntime(Runtime):
         """``(runs, manual, results)`` of ``job``."""
         keys = self._keys.get(job)
         if keys is None:
-            base = self.backend.prefix + job
+            base = self.store.prefix + job
             keys = (f"{base}:runs", f"{base}:manual", f"{base}:results")
             self._keys[job] = keys
         return keys
@@ -69,33 +73,45 @@ class StreamIdRuntime(Runtime):
         """Refuse lease options: this strategy has no leases (the scheduler checks this too)."""
         refuse_lease_options(limits, "stream-id")
 
+    def key_types(self, job: str) -> dict[str, str]:
+        """The job's keys and their Redis types."""
+        runs, manual, results = self.keys(job)
+        return {runs: "stream", manual: "stream", results: "zset"}
+
     async def claim(self, input: ClaimInput) -> bool:
         """``XADD runs <slot>-0``: won if added; if refused, won only if the entry is ours."""
-        conn = self.backend._conn or await self.backend._ready()
-        runs = self.keys(input.job)[0]
-        entry_id = f"{int(input.slot)}-0"
-        try:
-            await conn.execute(
-                "XADD",
-                runs,
-                entry_id,
-                "token",
-                input.token,
-                "instance",
-                input.instance_id,
-                "at",
-                time.time_ns() // 1_000_000,
+        return (await self.claim_many((input,)))[0]
+
+    async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """:meth:`claim` for each input: the ``XADD``s in one pipeline, the refused ones' reads in one more."""
+        if not inputs:
+            return []
+        conn = await self.ready()
+        at = time.time_ns() // 1_000_000
+        ids = [f"{int(i.slot)}-0" for i in inputs]
+        runs = [self.keys(i.job)[0] for i in inputs]
+        replies = await conn.pipeline(
+            [
+                ("XADD", key, entry_id, "token", i.token, "instance", i.instance_id, "at", at)
+                for key, entry_id, i in zip(runs, ids, inputs, strict=True)
+            ]
+        )
+        refused = [n for n, reply in enumerate(replies) if isinstance(reply, BaseException)]
+        for n in refused:
+            if not _is_stale_id(replies[n]):
+                conn.check(replies[n], (runs[n],))
+        found = await conn.pipeline([("XRANGE", runs[n], ids[n], ids[n]) for n in refused])
+        won = [True] * len(inputs)
+        for n, entries in zip(refused, found, strict=True):
+            entries = conn.check(entries, (runs[n],))
+            if not entries:
+                won[n] = False  # older than the stream's top: refused like a late claim
+                continue
+            records = claim_records(
+                inputs[n].job, [(ids[n], entries[0][1])], manual=False, slot_from_id=True
             )
-            return True
-        except Exception as error:
-            if not _is_stale_id(error):
-                raise
-        found = await conn.execute("XRANGE", runs, entry_id, entry_id)
-        if not found:
-            return False  # older than the stream's top: refused like a late claim
-        fields = found[0][1]
-        records = claim_records(input.job, [(entry_id, fields)], manual=False, slot_from_id=True)
-        return bool(records) and records[0].token == input.token
+            won[n] = bool(records) and records[0].token == inputs[n].token
+        return won
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append the manual run to the job's ``manual`` stream (no de-duplication)."""
@@ -105,37 +121,51 @@ class StreamIdRuntime(Runtime):
     async def save_result(
         self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
     ) -> None:
-        """Store the result and trim history (about ``history_size`` runs, and the TTL).
+        """Store the result and trim history (see :meth:`save_results`)."""
+        await self.save_results((ResultWrite(job, result, history_size, history_ttl_ms),))
+
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """Store the results and trim each job's history once (about ``history_size`` runs, and the TTL).
 
         The streams are trimmed first; results older than the oldest claim
         still kept are then dropped, so a finished run never shows as running.
         The newest claim always stays (a retried claim compares its token).
+        One pipeline for the results and trims, one more for what a trim removed.
         """
-        conn = await self.ready()
-        runs, manual, results = self.keys(job)
-        size = max(int(history_size), 1)
-        ttl = "" if history_ttl_ms is None else int(history_ttl_ms)
-        trim = _lua.TRIM_STREAM
-        commands: list[tuple[Any, ...]] = [
-            ("ZADD", results, int(result.slot), encode_result(result)),
-            ("EVALSHA", trim.sha, 1, runs, size, ttl, 1, ""),
-            ("EVALSHA", trim.sha, 1, manual, size, ttl, 0, "slot"),
-        ]
-        replies = await conn.pipeline(commands)
-        if any(isinstance(r, Exception) and is_noscript(r) for r in replies[1:]):
-            await conn.load_scripts((trim,))
-            replies = [replies[0], *(await conn.pipeline(commands[1:]))]
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        removed = int(replies[1][0]) + int(replies[2][0])
-        if not removed:
+        if not writes:
             return
-        oldest = [int(text(r[1])) for r in replies[1:] if text(r[1])]
-        if oldest:
-            await conn.execute("ZREMRANGEBYSCORE", results, "-inf", f"({min(oldest)}")
-        else:
-            await conn.execute("DEL", results)
+        conn = await self.ready()
+        by_job = group_by_job(writes)
+        trim = _lua.TRIM_STREAM
+        adds = [
+            ("ZADD", self.keys(w.job)[2], int(w.result.slot), encode_result(w.result))
+            for w in writes
+        ]
+        trims: list[tuple[Any, ...]] = []
+        for job, last in by_job.items():
+            runs, manual, _results = self.keys(job)
+            size = max(int(last.history_size), 1)
+            ttl = "" if last.history_ttl_ms is None else int(last.history_ttl_ms)
+            trims.append(("EVALSHA", trim.sha, 1, runs, size, ttl, 1, ""))
+            trims.append(("EVALSHA", trim.sha, 1, manual, size, ttl, 0, "slot"))
+        replies = await conn.pipeline([*adds, *trims])
+        for command, reply in zip(adds, replies, strict=False):
+            conn.check(reply, (command[1],))
+        trimmed = await retry_noscript(conn, (trim,), trims, replies[len(adds) :])
+        follow: list[tuple[Any, ...]] = []
+        for n, job in enumerate(by_job):
+            first, second = trimmed[2 * n], trimmed[2 * n + 1]
+            removed = int(first[0]) + int(second[0])
+            if not removed:
+                continue
+            results = self.keys(job)[2]
+            oldest = [int(text(r[1])) for r in (first, second) if text(r[1])]
+            if oldest:
+                follow.append(("ZREMRANGEBYSCORE", results, "-inf", f"({min(oldest)}"))
+            else:
+                follow.append(("DEL", results))
+        for command, reply in zip(follow, await conn.pipeline(follow), strict=True):
+            conn.check(reply, (command[1],))
 
     async def history(self, job: str, limit: int) -> list[RunRecord]:
         """Recent runs of ``job`` (scheduled and manual), newest first."""
@@ -151,9 +181,8 @@ class StreamIdRuntime(Runtime):
                 ("ZREVRANGE", results, 0, fetch - 1),
             ]
         )
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
+        for key, reply in zip((runs, manual, results), replies, strict=True):
+            conn.check(reply, (key,))
         scheduled, manual_entries, members = replies
         claims = claim_records(job, scheduled, manual=False, slot_from_id=True)
         claims += claim_records(job, manual_entries, manual=True)

@@ -17,22 +17,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from anarchon.backend import STORE_FORMAT, Backend, RunStore
 from anarchon.errors import (
+    AnarchonError,
+    BackendError,
     BackendUnavailableError,
+    ForeignDataError,
     InvalidConfigError,
     StoreFormatError,
     UnsupportedError,
 )
 from anarchon.registry import redact_url
-from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
+from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
 
-from anarchon_redis._client import REDIS_DRIVER, VALKEY_DRIVER, Connection, Driver, text
+from anarchon_redis._client import (
+    REDIS_DRIVER,
+    VALKEY_DRIVER,
+    Connection,
+    Driver,
+    is_transient,
+    text,
+)
 from anarchon_redis._runtime import Runtime
+from anarchon_redis._runtimes import build_runtime
 from anarchon_redis.strategies import STRATEGIES, Strategy, parse_strategy
 
 __all__ = [
@@ -144,7 +155,7 @@ class RedisBackendBase(Backend):
             Connection(source, owned=False, where="")  # validate now: is it an asyncio client?
             self.shown = f"a {type(source).__module__}.{type(source).__name__}"
         self.dedupe_window_ms = self.strategy.dedupe_window_ms
-        self._runtime: Runtime = self.strategy._runtime(self)
+        self._runtime: Runtime = build_runtime(self, self.strategy)
         self.runs: RunStore | None = self._runtime.runs if self.strategy.leases else None
         self._conn: Connection | None = None
         self._init_lock: asyncio.Lock | None = None
@@ -217,6 +228,10 @@ class RedisBackendBase(Backend):
         assert self._conn is not None
         return self._conn
 
+    async def connection(self) -> Connection:
+        """The open connection, after ``init()`` (what the strategy's runtime sends through)."""
+        return self._conn or await self._ready()
+
     async def init(self) -> None:
         """Connect, check the server (Redis 5+ or Valkey), load the scripts, check the format.
 
@@ -245,6 +260,15 @@ class RedisBackendBase(Backend):
                 raise BackendUnavailableError(
                     f"cannot connect to {self.describe()}: {detail}"
                 ) from cause
+            except AnarchonError:
+                if conn.owned:
+                    await _quietly(conn.close())
+                raise
+            except Exception as error:  # a driver error of ours to name (bad option, ...)
+                if conn.owned:
+                    await _quietly(conn.close())
+                detail = str(error).strip() or type(error).__name__
+                raise BackendError(f"{self.describe()} failed: {detail}") from error
             except BaseException:
                 if conn.owned:
                     await _quietly(conn.close())
@@ -278,6 +302,8 @@ class RedisBackendBase(Backend):
         if found is None:
             await conn.execute("SET", key, STORE_FORMAT, "NX")
             found = await conn.execute("GET", key)
+        if found is None:  # e.g. a key that expired in between: ours again next time
+            found = str(STORE_FORMAT)
         value = text(found) if found is not None else str(STORE_FORMAT)
         try:
             stored = int(value)
@@ -304,12 +330,54 @@ class RedisBackendBase(Backend):
         self._runtime.check_job(limits)
 
     async def prepare_job(self, job: str, history_size: int) -> None:
-        """Per-job set-up of the strategy (lease: record the job's retention need)."""
+        """Check the job's keys hold what this backend writes, then the strategy's set-up.
+
+        A key of the job holding another type (written by something else)
+        raises ``ForeignDataError`` (``ANARCHON_FOREIGN_DATA``) naming the key.
+        """
+        await self._check_key_types(job)
         await self._runtime.prepare_job(job, history_size)
+
+    async def _check_key_types(self, job: str) -> None:
+        wanted = self._runtime.key_types(job)
+        if not wanted:
+            return
+        conn = await self.connection()
+        replies = await conn.pipeline([("TYPE", key) for key in wanted])
+        for (key, kind), reply in zip(wanted.items(), replies, strict=True):
+            found = text(conn.check(reply, (key,)))
+            if found not in ("none", kind):
+                raise ForeignDataError(
+                    f"{self.describe()}: key {key!r} of job {job!r} holds a {found}, not the"
+                    f" {kind} anarchon writes there: it was written by something else; use"
+                    " another prefix or remove the key",
+                    key=key,
+                )
 
     async def claim(self, input: ClaimInput) -> bool:
         """True for exactly one token per ``(job, slot)``, and again for that token."""
         return await self._runtime.claim(input)
+
+    async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """:meth:`claim` for each input in a few round trips; answers in request order."""
+        return await self._runtime.claim_many(inputs)
+
+    async def record_claims(self, inputs: Sequence[ClaimInput]) -> None:
+        """Nothing to do: every strategy's claim is itself the history record."""
+        return None
+
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """:meth:`save_result` for each write in a few round trips."""
+        await self._runtime.save_results(writes)
+
+    def is_transient(self, error: BaseException) -> bool:
+        """True for an error worth retrying: connection lost, timeouts, ``LOADING``, ``BUSY``,
+        ``TRYAGAIN``, ``CLUSTERDOWN``, ``MASTERDOWN``, ``READONLY`` (a fail-over), a full pool.
+
+        Everything else (``WRONGTYPE``, a refused password, a bad database
+        index, a script error...) reaches the caller.
+        """
+        return is_transient(error)
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Record a ``run_now()`` (never de-duplicated); the slot is kept as given."""
@@ -331,8 +399,7 @@ class RedisBackendBase(Backend):
 
     async def now_ms(self) -> int:
         """The server clock (``TIME``) in ms."""
-        conn = self._conn or await self._ready()
-        return await conn.time_ms()
+        return await (await self.connection()).time_ms()
 
 
 def _settings_fields(cls: type[Strategy]) -> list[str]:

@@ -6,9 +6,11 @@ or given as a settings object (``Lease()``, ``StreamId()``, ``Idmp()``,
 settings its strategy uses, so a wrong one is a ``TypeError`` for a type
 checker and an ``InvalidConfigError`` at construction (and in a URL query).
 
+Settings hold settings only: the code that runs a strategy (its runtime) is
+paired with its settings class in one table, ``anarchon_redis._runtimes``.
 To add a strategy: subclass :class:`Strategy` as a frozen dataclass, set
-``name`` (and ``leases``/``redis_only``), implement ``dedupe_window_ms`` and
-``_runtime()``, and add the class to :data:`STRATEGIES`.
+``name`` (and ``leases``/``redis_only``), implement ``dedupe_window_ms``, add
+the class to :data:`STRATEGIES` and its runtime to that table.
 """
 
 from __future__ import annotations
@@ -18,31 +20,60 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from anarchon.errors import InvalidConfigError
 
-if TYPE_CHECKING:
-    from anarchon_redis._runtime import Runtime
-    from anarchon_redis.backend import RedisBackendBase
-
 __all__ = [
     "DEFAULT_LEASE_WINDOW_MS",
+    "MIN_LEASE_WINDOW_MS",
     "STRATEGIES",
     "Idmp",
     "Lease",
     "Script",
     "Strategy",
     "StreamId",
+    "UnknownSettingError",
     "parse_strategy",
 ]
 
 DEFAULT_LEASE_WINDOW_MS = 7 * 24 * 3600 * 1000
 """``Lease.window_ms`` by default: one week."""
 
+MIN_LEASE_WINDOW_MS = 60_000
+"""The shortest ``Lease.window_ms``: one minute (a late claim must still find its run state)."""
 
-class Strategy(abc.ABC):
-    """Base of the strategy settings classes (frozen dataclasses)."""
+
+class UnknownSettingError(InvalidConfigError, TypeError):
+    """A settings class given a setting its strategy does not take (``ANARCHON_INVALID_CONFIG``).
+
+    Also a ``TypeError``, as for any call with an unexpected keyword.
+    """
+
+
+class _SettingsMeta(abc.ABCMeta):
+    """Turns a settings class's ``TypeError`` (an unknown or extra argument) into a coded error."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except TypeError as error:
+            if isinstance(error, InvalidConfigError):
+                raise
+            name = getattr(cls, "name", cls.__name__)
+            fields = _settings_names(cls)
+            takes = ", ".join(fields) or "no settings"
+            raise UnknownSettingError(
+                f"{cls.__name__} (strategy {name!r}): {error} (it takes: {takes})"
+            ) from None
+
+
+def _settings_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+
+
+class Strategy(abc.ABC, metaclass=_SettingsMeta):
+    """Base of the strategy settings classes (frozen dataclasses): settings only."""
 
     name: ClassVar[str]
     """The strategy's name, as in ``strategy=<name>``."""
@@ -55,10 +86,6 @@ class Strategy(abc.ABC):
     @abc.abstractmethod
     def dedupe_window_ms(self) -> float:
         """How long the store remembers a claimed run (``math.inf``: forever)."""
-
-    @abc.abstractmethod
-    def _runtime(self, backend: RedisBackendBase) -> Runtime:
-        """The object that runs this strategy for ``backend``."""
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Strategy:
@@ -114,12 +141,12 @@ def _positive_int(strategy: str, key: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class Lease(Strategy):
-    """Leases through one Lua claim script (SPEC §5): backups, overlap, retries, hand-over.
+    """Leases through one Lua claim script (docs/leases.md): backups, overlap, retries, hand-over.
 
     ``window_ms``: the longest a claim may come after its slot, so the
     longest ``jitter + max_late`` (and ``catch_up``) a job may have; run state
     is kept as long as the job's own ``max_late``/``catch_up`` need, and at
-    most about this long (default one week).
+    most about this long (default one week, at least one minute).
     """
 
     name: ClassVar[str] = "lease"
@@ -129,16 +156,16 @@ class Lease(Strategy):
 
     def __post_init__(self) -> None:
         _positive_int(self.name, "window_ms", self.window_ms)
+        if self.window_ms < MIN_LEASE_WINDOW_MS:
+            raise InvalidConfigError(
+                f"strategy 'lease': window_ms must be at least {MIN_LEASE_WINDOW_MS} (one"
+                f" minute), got {self.window_ms}: it bounds how late a claim may come"
+            )
 
     @property
     def dedupe_window_ms(self) -> float:
         """``window_ms``: run state outlives every claim that may still ask for it."""
         return float(self.window_ms)
-
-    def _runtime(self, backend: RedisBackendBase) -> Runtime:
-        from anarchon_redis._lease import LeaseRuntime
-
-        return LeaseRuntime(backend, self)
 
 
 @dataclass(frozen=True)
@@ -156,11 +183,6 @@ class StreamId(Strategy):
     def dedupe_window_ms(self) -> float:
         """Forever: a stream never accepts an ID at or below its top again."""
         return math.inf
-
-    def _runtime(self, backend: RedisBackendBase) -> Runtime:
-        from anarchon_redis._stream_id import StreamIdRuntime
-
-        return StreamIdRuntime(backend, self)
 
 
 def _int_in(strategy: str, key: str, value: Any, low: int, high: int) -> None:
@@ -201,11 +223,6 @@ class Idmp(Strategy):
         """``idmp`` and its settings."""
         return f"idmp(duration_sec={self.duration_sec}, max_size={self.max_size})"
 
-    def _runtime(self, backend: RedisBackendBase) -> Runtime:
-        from anarchon_redis._dedupe import IdmpRuntime
-
-        return IdmpRuntime(backend, self)
-
 
 @dataclass(frozen=True)
 class Script(Strategy):
@@ -231,11 +248,6 @@ class Script(Strategy):
     def describe(self) -> str:
         """``script`` and its window."""
         return f"script(window_ms={self.window_ms})"
-
-    def _runtime(self, backend: RedisBackendBase) -> Runtime:
-        from anarchon_redis._dedupe import ScriptRuntime
-
-        return ScriptRuntime(backend, self)
 
 
 STRATEGIES: dict[str, type[Strategy]] = {

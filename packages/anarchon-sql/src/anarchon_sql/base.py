@@ -21,14 +21,21 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import functools
 import hashlib
 import inspect
 import math
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from anarchon.backend import STORE_FORMAT, Backend, RunStore
-from anarchon.errors import InvalidConfigError, StoreFormatError
+from anarchon.errors import (
+    AnarchonError,
+    BackendError,
+    BackendUnavailableError,
+    InvalidConfigError,
+    StoreFormatError,
+)
 from anarchon.history import build_history
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
@@ -37,21 +44,53 @@ from anarchon.types import (
     ClaimOutcome,
     ClaimRecord,
     JobLimits,
+    ResultWrite,
     RunClaim,
+    RunFinish,
+    RunKey,
     RunRecord,
     StoredResult,
 )
 
+from anarchon_sql.calls import store_call
 from anarchon_sql.client import Row, SqlClient
 from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
+from anarchon_sql.driver_errors import is_connection_error, is_transient_sql_error, scrub
+from anarchon_sql.foreign import find_foreign_table
 
-__all__ = ["PLAIN_CLAIM_LEASE_MS", "RETENTION_MARGIN_MS", "SqlBackend", "SqlRunStore"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "PLAIN_CLAIM_LEASE_MS",
+    "RETENTION_MARGIN_MS",
+    "SqlBackend",
+    "SqlRunStore",
+]
+
+T = TypeVar("T")
+Item = TypeVar("Item")
+
+DEFAULT_BATCH_SIZE = 500
+"""Items per store call (one statement or one transaction) of the batch members."""
 
 
 RETENTION_MARGIN_MS = 60_000
 """Extra time finished run state is kept beyond what late and catch-up claims need."""
 
 _FORMAT_KEY = "store_format"
+
+
+def _chunks(items: Sequence[Item], size: int) -> list[Sequence[Item]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _by_job(jobs: Sequence[str]) -> list[int]:
+    """Indexes in the order a chunk is worked: by job, request order within a job.
+
+    Two chunks that lock the same jobs then take the locks in the same order.
+    """
+    return sorted(range(len(jobs)), key=lambda i: jobs[i])
+
+
 _SCHEMA_KEY = "schema"
 
 
@@ -240,19 +279,79 @@ def _outcome(row: Row) -> ClaimOutcome:
 
 
 class SqlRunStore(RunStore):
-    """The leases of a :class:`SqlBackend` (SPEC §5); every step is one transaction.
+    """The leases of a :class:`SqlBackend` (docs/leases.md); every step is one transaction.
 
     Lease times are computed with the database server's clock
-    (``dialect.now_ms``), never with an instance's clock.
+    (``dialect.now_ms``), never with an instance's clock. Driver errors are
+    raised as ``BackendUnavailableError`` when transient, else as
+    ``ForeignDataError`` or ``BackendError`` (see :meth:`SqlBackend.translate_error`).
     """
 
     def __init__(self, backend: SqlBackend) -> None:
         self._backend = backend
 
+    def _sql_backend(self) -> SqlBackend:
+        return self._backend
+
+    @store_call
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
-        """Walk the claim tree of SPEC §5 in one transaction and return its outcome."""
+        """Walk the claim tree (docs/leases.md) in one transaction and return its outcome."""
         return _outcome(await self._backend._claim_row(claim))
 
+    @store_call
+    async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
+        """``claim()`` for each item: one statement or transaction per chunk of ``batch_size``."""
+        return [_outcome(row) for row in await self._backend._claim_rows(claims)]
+
+    @store_call
+    async def heartbeat_many(self, runs: Sequence[RunKey], lease_ms: int) -> list[bool]:
+        """``heartbeat()`` for each run: one statement or transaction per chunk."""
+        b = self._backend
+        client = await b._ready()
+        answers: list[bool] = []
+        for chunk in _chunks(runs, b.batch_size):
+            if b._heartbeat_many_sql is not None:
+                params = (
+                    int(lease_ms),
+                    [r.job for r in chunk],
+                    [int(r.slot) for r in chunk],
+                    [r.token for r in chunk],
+                )
+                rows = await b._statement(client, b._heartbeat_many_sql, params)
+                renewed = {(str(job), int(slot), str(token)) for job, slot, token in rows}
+                answers += [(r.job, int(r.slot), r.token) in renewed for r in chunk]
+            else:
+                answers += await b._in_transaction(
+                    client,
+                    functools.partial(b._heartbeat_chunk_tx, chunk=chunk, lease_ms=int(lease_ms)),
+                )
+        return answers
+
+    @store_call
+    async def finish_many(self, finishes: Sequence[RunFinish]) -> list[bool]:
+        """``finish()`` for each item: one statement or transaction per chunk."""
+        b = self._backend
+        client = await b._ready()
+        answers: list[bool] = []
+        for chunk in _chunks(finishes, b.batch_size):
+            if b._finish_many_sql is not None:
+                params = (
+                    [f.job for f in chunk],
+                    [int(f.slot) for f in chunk],
+                    [f.token for f in chunk],
+                    [f.status for f in chunk],
+                    [f.error for f in chunk],
+                )
+                rows = await b._statement(client, b._finish_many_sql, params)
+                by_index = {int(i): bool(done) for i, done in rows}
+                answers += [by_index[i + 1] for i in range(len(chunk))]
+            else:
+                answers += await b._in_transaction(
+                    client, functools.partial(b._finish_chunk_tx, chunk=chunk)
+                )
+        return answers
+
+    @store_call
     async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
         """Extend the lease to server time + ``lease_ms`` if ``token`` still owns the run."""
         b = self._backend
@@ -260,6 +359,7 @@ class SqlRunStore(RunStore):
         rows = await client.all(b._sql.heartbeat, (int(lease_ms), job, int(slot), token))
         return bool(rows)
 
+    @store_call
     async def finish(
         self, job: str, slot: int, token: str, status: str, error: str | None = None
     ) -> bool:
@@ -276,6 +376,7 @@ class SqlRunStore(RunStore):
         rows = await client.all(b._sql.state_of, (job, int(slot), token))
         return bool(rows) and rows[0][0] == "finished"
 
+    @store_call
     async def release(self, job: str, slot: int, token: str) -> bool:
         """End ``token``'s lease now so a backup takes over at its next re-check (hand-over).
 
@@ -285,12 +386,14 @@ class SqlRunStore(RunStore):
         """
         b = self._backend
         client = await b._ready()
-        return await client.transaction(lambda tx: b._release_tx(tx, job, int(slot), token))
+        return await b._in_transaction(client, lambda tx: b._release_tx(tx, job, int(slot), token))
 
+    @store_call
     async def now_ms(self) -> int:
         """The database server's clock, in ms since the epoch."""
         return await self._backend._server_now()
 
+    @store_call
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
         b = self._backend
@@ -317,7 +420,16 @@ class SqlBackend(Backend):
     Options common to every SQL backend:
 
     - ``table_prefix`` (default ``"anarchon_"``): prefix of every table, index
-      and function; validated as an SQL identifier (``InvalidConfigError``).
+      and function; validated as an SQL identifier (``InvalidConfigError``);
+    - ``batch_size`` (default 500): items per store call of the batch members
+      (``claim_many``, ``heartbeat_many``, ``finish_many``, ``save_results``).
+
+    Errors: a transient driver error (connection lost, timeout, server going
+    down or starting, serialisation failure or deadlock, SQLite busy) is
+    raised as ``BackendUnavailableError``; a table of the backend's name that
+    is not anarchon's as ``ForeignDataError`` naming it; any other driver error
+    as ``BackendError`` naming the store. The driver's error is the
+    ``__cause__``; passwords are never shown.
 
     The backend is a lease backend (``runs``), remembers claims as long as
     late and catch-up claims may ask (``dedupe_window_ms = inf``), and writes
@@ -328,14 +440,30 @@ class SqlBackend(Backend):
     dedupe_window_ms: float = math.inf
     runs: SqlRunStore
 
-    def __init__(self, *, dialect: SqlDialect, table_prefix: str = DEFAULT_TABLE_PREFIX) -> None:
+    def __init__(
+        self,
+        *,
+        dialect: SqlDialect,
+        table_prefix: str = DEFAULT_TABLE_PREFIX,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> None:
         if not isinstance(dialect, SqlDialect):
             raise InvalidConfigError(f"dialect must be a SqlDialect, not {type(dialect).__name__}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.dialect = dialect
         self.tables = SqlTables(table_prefix)
+        self.batch_size = batch_size
         self._sql = _Statements(dialect, self.tables)
-        claim_sql = dialect.claim_statement(self.tables)
-        self._claim_sql = None if claim_sql is None else dialect.placeholders(claim_sql)
+
+        def prepared(sql: str | None) -> str | None:
+            return None if sql is None else dialect.placeholders(sql)
+
+        self._claim_sql = prepared(dialect.claim_statement(self.tables))
+        self._claim_many_sql = prepared(dialect.claim_many_statement(self.tables))
+        self._heartbeat_many_sql = prepared(dialect.heartbeat_many_statement(self.tables))
+        self._finish_many_sql = prepared(dialect.finish_many_statement(self.tables))
+        self._save_many_sql = prepared(dialect.save_many_statement(self.tables))
         self.runs = SqlRunStore(self)
         self._client: SqlClient | None = None
         self._owned = False
@@ -370,6 +498,50 @@ class SqlBackend(Backend):
         """Where the store is, for messages (never with a password)."""
         return type(self).__name__
 
+    def secrets(self) -> list[str]:
+        """Passwords that must never be shown; removed from every message of :meth:`translate_error`."""
+        return []
+
+    def is_transient(self, error: BaseException) -> bool:
+        """True for errors a retry may cure (docs/backends/sql.md, "Errors").
+
+        Anarchon's own errors as in :class:`~anarchon.Backend`; driver errors:
+        connection lost or closed, timeouts, the server shutting down or
+        starting up (SQLSTATE ``08xxx``, ``57P01``-``57P03``), too many
+        connections (``53300``), serialisation failures and deadlocks
+        (``40001``, ``40P01``), lock and statement timeouts (``55P03``,
+        ``57014``), SQLite ``SQLITE_BUSY``/``SQLITE_LOCKED``.
+        """
+        if isinstance(error, AnarchonError):
+            return super().is_transient(error)
+        return is_transient_sql_error(error) or super().is_transient(error)
+
+    async def translate_error(self, error: Exception) -> AnarchonError:
+        """The coded error a driver error is raised as (the driver error becomes its cause).
+
+        Transient → ``BackendUnavailableError``; a table of the backend's name
+        that is not anarchon's → ``ForeignDataError`` naming it; anything else
+        → ``BackendError``. Messages name the store (password hidden).
+        """
+        if isinstance(error, AnarchonError):
+            return error
+        where = self.describe()
+        detail = scrub(f"{type(error).__name__}: {str(error).strip()}", self.secrets())
+        if self.is_transient(error):
+            state = "is unavailable" if is_connection_error(error) else "failed transiently"
+            return BackendUnavailableError(
+                f"{self.dialect.name} at {where} {state}: {detail} (the call may be retried)"
+            )
+        client = self._client
+        if client is not None:
+            foreign = await find_foreign_table(client, self.dialect, self.tables, where)
+            if foreign is not None:
+                return foreign
+        return BackendError(f"{self.dialect.name} at {where}: {detail}")
+
+    def _sql_backend(self) -> SqlBackend:
+        return self
+
     # Lifecycle ----------------------------------------------------------
 
     @property
@@ -391,15 +563,38 @@ class SqlBackend(Backend):
         async with self._init_lock:
             if self._client is not None:
                 return
-            client, owned = await self.connect()
+            try:
+                client, owned = await self.connect()
+            except AnarchonError:
+                raise
+            except Exception as error:
+                raise await self.translate_error(error) from error
             try:
                 await self.check_server(client)
-                await self._install(client)
+                await self._install_checked(client)
             except BaseException:
                 if owned:
                     await self.close_client(client)
                 raise
             self._client, self._owned = client, owned
+
+    async def _install_checked(self, client: SqlClient) -> None:
+        """Install, then make sure every table is anarchon's (``ForeignDataError`` if not)."""
+        where = self.describe()
+        try:
+            await self._install(client)
+        except AnarchonError:
+            raise
+        except Exception as error:
+            if self.is_transient(error):
+                raise await self.translate_error(error) from error
+            foreign = await find_foreign_table(client, self.dialect, self.tables, where)
+            if foreign is not None:
+                raise foreign from error
+            raise await self.translate_error(error) from error
+        foreign = await find_foreign_table(client, self.dialect, self.tables, where)
+        if foreign is not None:
+            raise foreign
 
     async def close(self) -> None:
         """Close the connection if the backend opened it; a user's connection stays open."""
@@ -453,6 +648,7 @@ class SqlBackend(Backend):
 
     # Backend --------------------------------------------------------------
 
+    @store_call
     async def prepare_job(self, job: str, history_size: int) -> None:
         """Register the job's counter row (idempotent)."""
         client = await self._ready()
@@ -472,6 +668,7 @@ class SqlBackend(Backend):
         )
         self._retention[limits.job] = max(self._retention.get(limits.job, 0), needed)
 
+    @store_call
     async def claim(self, input: ClaimInput) -> bool:
         """True for exactly one token per ``(job, slot)``, and again for that token.
 
@@ -482,6 +679,17 @@ class SqlBackend(Backend):
         row = await self._claim_row(RunClaim.plain(input))
         return bool(row[0] == "won" or row[4] == input.token)
 
+    @store_call
+    async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """``claim()`` for each item: one statement or transaction per chunk of ``batch_size``."""
+        rows = await self._claim_rows([RunClaim.plain(i) for i in inputs])
+        return [bool(r[0] == "won" or r[4] == i.token) for r, i in zip(rows, inputs, strict=True)]
+
+    async def record_claims(self, inputs: Sequence[ClaimInput]) -> None:
+        """Nothing to do: a claim is itself the history record."""
+        return None
+
+    @store_call
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Record a manual run (never de-duplicated); the slot is kept as given."""
         client = await self._ready()
@@ -490,6 +698,7 @@ class SqlBackend(Backend):
         )
         return None
 
+    @store_call
     async def save_result(
         self,
         job: str,
@@ -505,10 +714,27 @@ class SqlBackend(Backend):
         a run still in progress are never trimmed.
         """
         client = await self._ready()
-        await client.transaction(
-            lambda tx: self._save_tx(tx, job, result, history_size, history_ttl_ms)
+        await self._in_transaction(
+            client, lambda tx: self._save_tx(tx, job, result, history_size, history_ttl_ms)
         )
 
+    @store_call
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """``save_result()`` for each item: one statement or transaction per chunk.
+
+        Each item is its own ``save_result`` (finish a plain claim's state,
+        store the result, trim history); a chunk of one job keeps its order.
+        """
+        client = await self._ready()
+        for chunk in _chunks(writes, self.batch_size):
+            if self._save_many_sql is not None:
+                await self._statement(client, self._save_many_sql, self._save_params(chunk))
+            else:
+                await self._in_transaction(
+                    client, functools.partial(self._save_chunk_tx, chunk=chunk)
+                )
+
+    @store_call
     async def history(self, job: str, limit: int) -> list[RunRecord]:
         """Recent runs of ``job`` on all instances, newest first (one record per attempt)."""
         if limit <= 0:
@@ -557,6 +783,7 @@ class SqlBackend(Backend):
         ]
         return build_history(job, claims, results, limit)
 
+    @store_call
     async def now_ms(self) -> int:
         """The database server's clock in ms."""
         return await self._server_now()
@@ -585,18 +812,116 @@ class SqlBackend(Backend):
         """``(kind, attempt, runner, lease_expires_at, stored_token)`` of one claim."""
         client = await self._ready()
         if self._claim_sql is not None:
-            rows = await self._claim_statement(client, self._claim_sql, self._claim_params(c))
+            rows = await self._statement(client, self._claim_sql, self._claim_params(c))
             return tuple(rows[0])
-        return await client.transaction(lambda tx: self._claim_tx(tx, c))
+        return await self._in_transaction(client, lambda tx: self._claim_tx(tx, c))
 
-    async def _claim_statement(
-        self, client: SqlClient, sql: str, params: Sequence[Any]
-    ) -> list[Row]:
-        """Run the dialect's one-statement claim (a subclass may wrap it in a transaction)."""
+    async def _claim_rows(self, claims: Sequence[RunClaim]) -> list[Row]:
+        """``_claim_row`` of each claim, one statement or transaction per chunk."""
+        client = await self._ready()
+        out: list[Row] = []
+        for chunk in _chunks(claims, self.batch_size):
+            if self._claim_many_sql is not None:
+                params = (
+                    [c.job for c in chunk],
+                    [int(c.slot) for c in chunk],
+                    [c.token for c in chunk],
+                    [c.instance_id for c in chunk],
+                    [int(c.lease_ms) for c in chunk],
+                    [int(c.max_attempts) for c in chunk],
+                    [bool(c.overlap) for c in chunk],
+                    [None if c.deadline_ms is None else int(c.deadline_ms) for c in chunk],
+                    [bool(c.create) for c in chunk],
+                )
+                rows = await self._statement(client, self._claim_many_sql, params)
+                by_index = {int(row[0]): tuple(row[1:]) for row in rows}
+                if len(by_index) != len(chunk):
+                    raise BackendError(
+                        f"{self.dialect.name} at {self.describe()}: the batch claim answered"
+                        f" {len(by_index)} of {len(chunk)} items"
+                    )
+                out += [by_index[i + 1] for i in range(len(chunk))]
+            else:
+                out += await self._in_transaction(
+                    client, functools.partial(self._claim_chunk_tx, chunk=chunk)
+                )
+        return out
+
+    async def _claim_chunk_tx(self, tx: SqlClient, chunk: Sequence[RunClaim]) -> list[Row]:
+        rows: list[Row] = [()] * len(chunk)
+        for i in _by_job([c.job for c in chunk]):
+            c = chunk[i]
+            if self._claim_sql is not None:
+                rows[i] = tuple((await tx.all(self._claim_sql, self._claim_params(c)))[0])
+            else:
+                rows[i] = await self._claim_tx(tx, c)
+        return rows
+
+    async def _heartbeat_chunk_tx(
+        self, tx: SqlClient, chunk: Sequence[RunKey], lease_ms: int
+    ) -> list[bool]:
+        s = self._sql
+        answers: list[bool] = []
+        for r in chunk:
+            answers.append(bool(await tx.all(s.heartbeat, (lease_ms, r.job, int(r.slot), r.token))))
+        return answers
+
+    async def _finish_chunk_tx(self, tx: SqlClient, chunk: Sequence[RunFinish]) -> list[bool]:
+        s = self._sql
+        answers: list[bool] = []
+        for f in chunk:
+            if await tx.all(s.finish, (f.status, f.error, f.job, int(f.slot), f.token)):
+                answers.append(True)
+                continue
+            rows = await tx.all(s.state_of, (f.job, int(f.slot), f.token))
+            answers.append(bool(rows) and rows[0][0] == "finished")
+        return answers
+
+    async def _save_chunk_tx(self, tx: SqlClient, chunk: Sequence[ResultWrite]) -> None:
+        for i in _by_job([w.job for w in chunk]):
+            w = chunk[i]
+            await self._save_tx(tx, w.job, w.result, w.history_size, w.history_ttl_ms)
+
+    def _save_params(self, chunk: Sequence[ResultWrite]) -> tuple[list[Any], ...]:
+        results = [w.result for w in chunk]
+        return (
+            [w.job for w in chunk],
+            [r.token for r in results],
+            [int(r.slot) for r in results],
+            [int(r.attempt) for r in results],
+            [r.instance_id for r in results],
+            [r.status for r in results],
+            [getattr(r, "reason", None) for r in results],
+            [None if r.started_at is None else int(r.started_at) for r in results],
+            [None if r.finished_at is None else int(r.finished_at) for r in results],
+            [r.error for r in results],
+            [1 if r.manual else 0 for r in results],
+            [max(int(w.history_size), 1) for w in chunk],
+            [None if w.history_ttl_ms is None else int(w.history_ttl_ms) for w in chunk],
+            [self._retention.get(w.job) for w in chunk],
+        )
+
+    async def _statement(self, client: SqlClient, sql: str, params: Sequence[Any]) -> list[Row]:
+        """Run one of the dialect's one-statement calls (a subclass may wrap it in a transaction)."""
         return await client.all(sql, params)
 
+    async def _in_transaction(
+        self, client: SqlClient, fn: Callable[[SqlClient], Awaitable[T]]
+    ) -> T:
+        """``client.transaction(fn)``, or the client's ``inline_transaction`` when it has one.
+
+        ``fn`` only awaits statements on the client it is given, so a client
+        may run it whole on its driver's thread (one hop instead of one per
+        statement).
+        """
+        inline = getattr(client, "inline_transaction", None)
+        if inline is not None:
+            result: T = await inline(fn)
+            return result
+        return await client.transaction(fn)
+
     async def _claim_tx(self, tx: SqlClient, c: RunClaim) -> Row:
-        """The claim tree of SPEC §5 as statements inside one transaction (generic path)."""
+        """The claim tree (docs/leases.md) as statements inside one transaction (generic path)."""
         s = self._sql
         await self.dialect.serialize(tx, self.tables.prefix + "job:" + c.job)
         now = int((await tx.all(s.now, ()))[0][0])

@@ -134,7 +134,7 @@ def convert_placeholders(sql: str, style: ParamStyle) -> str:
 
 
 class SqlDialect:
-    """What differs per database (SPEC §6 "SQL"); subclass it for another database.
+    """What differs per database (docs/backends/sql.md); subclass it for another database.
 
     The defaults are standard SQL; a subclass sets :attr:`now_ms` (there is no
     portable way to read the server clock) and whatever else differs.
@@ -152,7 +152,12 @@ class SqlDialect:
     ``serialize(client, key)``    make two claims of one job run one after the other
     ``is_already_created(e)``     tell "already exists" races from real errors
     ``claim_statement(table)``    optional: one statement running the whole claim
+    ``*_many_statement(table)``   optional: one statement per chunk of a batch
+    ``columns_statement()``       optional: the column names of one table
     ============================  ==================================================
+
+    Every optional statement defaults to None: the backend then runs the
+    single-item SQL for each item of a chunk inside one transaction.
     """
 
     name: ClassVar[str] = "sql"
@@ -208,6 +213,52 @@ class SqlDialect:
         and returns one row ``(kind, attempt, runner, lease_expires_at,
         stored_token)``. Usually it calls a server-side function created by
         :meth:`extra_tables`; then a claim is one round trip.
+        """
+        return None
+
+    def claim_many_statement(self, table: Callable[[str], str]) -> str | None:
+        """One statement claiming a chunk, or None for one transaction of single claims.
+
+        Parameters: nine arrays, one per claim parameter (``jobs, slots,
+        tokens, instance_ids, lease_ms, max_attempts, overlap, deadline_ms,
+        create``). Rows: ``(index, kind, attempt, runner, lease_expires_at,
+        stored_token)`` with the item's 1-based index, one per item, any order.
+        Each item must keep the single claim's semantics, items of one job
+        taken in request order.
+        """
+        return None
+
+    def heartbeat_many_statement(self, table: Callable[[str], str]) -> str | None:
+        """One statement renewing a chunk of leases, or None for one transaction of heartbeats.
+
+        Parameters: ``lease_ms``, then the arrays ``jobs, slots, tokens``.
+        Rows: ``(job, slot, token)`` of every lease it renewed.
+        """
+        return None
+
+    def finish_many_statement(self, table: Callable[[str], str]) -> str | None:
+        """One statement finishing a chunk of runs, or None for one transaction of finishes.
+
+        Parameters: the arrays ``jobs, slots, tokens, statuses, errors``.
+        Rows: ``(index, answer)`` with the 1-based index and ``finish()``'s answer.
+        """
+        return None
+
+    def save_many_statement(self, table: Callable[[str], str]) -> str | None:
+        """One statement saving a chunk of results, or None for one transaction of saves.
+
+        Parameters: the arrays ``jobs, tokens, slots, attempts, instance_ids,
+        statuses, reasons, started_at, finished_at, errors, manual,
+        history_sizes, history_ttl_ms, retention_ms``; its rows are ignored.
+        """
+        return None
+
+    def columns_statement(self) -> str | None:
+        """A query of the column names of the table named by its one parameter, or None.
+
+        Used at start to tell another application's table of the same name
+        (``ANARCHON_FOREIGN_DATA``). Without it the backend only checks that
+        its columns can be selected.
         """
         return None
 

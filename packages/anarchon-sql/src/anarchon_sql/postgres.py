@@ -1,7 +1,7 @@
 """``PostgresBackend``: PostgreSQL through psycopg 3 (async), one round trip per claim.
 
 At start the backend creates (once per table prefix and version) a PL/pgSQL
-function ``<prefix>claim_v1(...)`` that runs the whole claim tree of SPEC §5:
+function ``<prefix>claim_v1(...)`` that runs the whole claim tree (docs/leases.md):
 it takes a transaction-scoped advisory lock on the job
 (``pg_advisory_xact_lock``, the dialect's ``serialize``), reads the server
 clock with ``clock_timestamp()`` after the lock, locks the run's row
@@ -10,12 +10,16 @@ statement — ``SELECT ... FROM <prefix>claim_v1(...)`` — in its own
 transaction at READ COMMITTED, where every statement inside the function sees
 the rows committed before it (so the row a concurrent winner inserted is seen
 once its transaction commits and the lock is released).
+
+Batches are one statement per chunk too: ``<prefix>claim_many_v1(arrays)``
+calls ``claim_v1`` for each item (in job-lock order), heartbeats and
+finishes are one ``UPDATE ... FROM unnest(arrays)`` each, and result writes
+one call of ``<prefix>save_many_v1(arrays)`` (see :mod:`anarchon_sql.pg_functions`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, TypeVar
@@ -27,6 +31,15 @@ from anarchon.registry import redact_url
 from anarchon_sql.base import SqlBackend
 from anarchon_sql.client import Row, SqlClient, is_sql_client
 from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, ParamStyle, SqlDialect
+from anarchon_sql.driver_errors import is_connection_error, redact_dsn, scrub, secrets_of_dsn
+from anarchon_sql.pg_functions import (
+    CLAIM_FUNCTION,
+    CLAIM_MANY_FUNCTION,
+    SAVE_MANY_FUNCTION,
+    claim_function,
+    claim_many_function,
+    save_many_function,
+)
 
 __all__ = ["PostgresBackend", "PostgresDialect", "PsycopgClient"]
 
@@ -37,10 +50,6 @@ MIN_SERVER_VERSION = 110000
 
 _OPTIONS = ("table_prefix", "pool_size", "pool_timeout")
 """anarchon's own options; every other URL option goes to libpq (which validates it)."""
-
-_CLAIM_FUNCTION = "claim_v1"
-
-_CONNECTION_SQLSTATES = ("57P01", "57P02", "57P03")
 
 
 class PostgresDialect(SqlDialect):
@@ -83,141 +92,78 @@ class PostgresDialect(SqlDialect):
         return super().is_already_created(error)
 
     def extra_tables(self, table: Callable[[str], str]) -> list[str]:
-        """The claim function (``<prefix>claim_v1``)."""
-        return [_claim_function(table, self.now_ms)]
+        """The functions ``<prefix>claim_v1``, ``<prefix>claim_many_v1`` and ``<prefix>save_many_v1``."""
+        return [
+            claim_function(table, self.now_ms),
+            claim_many_function(table),
+            save_many_function(table, self.now_ms),
+        ]
 
     def claim_statement(self, table: Callable[[str], str]) -> str:
         """``SELECT ... FROM <prefix>claim_v1(...)``: the whole claim in one statement."""
         return (
             "SELECT out_kind, out_attempt, out_runner, out_lease, out_token"
-            f" FROM {table(_CLAIM_FUNCTION)}(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT),"
+            f" FROM {table(CLAIM_FUNCTION)}(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT),"
             " CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS INTEGER), CAST(? AS BOOLEAN),"
             " CAST(? AS BIGINT), CAST(? AS BOOLEAN))"
         )
 
+    def claim_many_statement(self, table: Callable[[str], str]) -> str:
+        """``SELECT ... FROM <prefix>claim_many_v1(arrays)``: a chunk of claims in one statement."""
+        return (
+            "SELECT out_i, out_kind, out_attempt, out_runner, out_lease, out_token"
+            f" FROM {table(CLAIM_MANY_FUNCTION)}(CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"
+            " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS INTEGER[]),"
+            " CAST(? AS BOOLEAN[]), CAST(? AS BIGINT[]), CAST(? AS BOOLEAN[]))"
+        )
 
-def _claim_function(table: Callable[[str], str], now: str) -> str:
-    """The PL/pgSQL claim tree (SPEC §5). Mirrors ``SqlBackend._claim_tx`` statement for statement."""
-    runs, claims, results = table("runs"), table("claims"), table("results")
-    prefix = table("x")[:-1]  # the validated table prefix (letters, digits, _): safe in a literal
-    return f"""
-CREATE OR REPLACE FUNCTION {table(_CLAIM_FUNCTION)}(
-    p_job text, p_slot bigint, p_token text, p_instance text, p_lease_ms bigint,
-    p_max_attempts integer, p_overlap boolean, p_deadline bigint, p_create boolean,
-    OUT out_kind text, OUT out_attempt integer, OUT out_runner text, OUT out_lease bigint,
-    OUT out_token text)
-LANGUAGE plpgsql VOLATILE AS $anarchon$
-DECLARE
-    t bigint;
-    r record;
-    b record;
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_job, 0));
-    t := {now};
-    SELECT s.attempt, s.token, s.status, s.runner, s.lease_expires_at, s.started_at, s.released
-      INTO r FROM {runs} AS s WHERE s.job = p_job AND s.slot = p_slot FOR UPDATE;
-    IF NOT FOUND THEN
-        out_attempt := 0;
-        IF p_deadline IS NOT NULL AND t > p_deadline THEN
-            out_kind := 'late';
-            RETURN;
-        END IF;
-        IF NOT p_create THEN
-            out_kind := 'none';
-            RETURN;
-        END IF;
-        IF NOT p_overlap THEN
-            SELECT s.runner, s.lease_expires_at INTO b FROM {runs} AS s
-             WHERE s.job = p_job AND s.status = 'running' AND s.slot < p_slot
-               AND s.lease_expires_at > t
-             ORDER BY s.slot DESC LIMIT 1;
-            IF FOUND THEN
-                INSERT INTO {runs} (job, slot, attempt, max_attempts, token, status, runner,
-                                    lease_expires_at, started_at, finished_at, released)
-                VALUES (p_job, p_slot, 0, p_max_attempts, p_token, 'skipped', p_instance,
-                        t, t, t, 0);
-                INSERT INTO {results} (job, token, slot, attempt, instance_id, status, reason,
-                                       started_at, finished_at, error, manual)
-                VALUES (p_job, p_token, p_slot, 1, p_instance, 'skipped', 'overlap', t, t, NULL, 0)
-                ON CONFLICT (job, slot, token) DO NOTHING;
-                out_kind := 'overlap';
-                out_runner := b.runner;
-                out_lease := b.lease_expires_at;
-                out_token := p_token;
-                RETURN;
-            END IF;
-        END IF;
-        INSERT INTO {runs} (job, slot, attempt, max_attempts, token, status, runner,
-                            lease_expires_at, started_at, finished_at, released)
-        VALUES (p_job, p_slot, 1, p_max_attempts, p_token, 'running', p_instance,
-                t + p_lease_ms, t, NULL, 0);
-        INSERT INTO {claims} (job, token, slot, attempt, instance_id, claimed_at, manual)
-        VALUES (p_job, p_token, p_slot, 1, p_instance, t, 0)
-        ON CONFLICT (job, slot, token) DO NOTHING;
-        out_kind := 'won';
-        out_attempt := 1;
-        out_runner := p_instance;
-        out_lease := t + p_lease_ms;
-        out_token := p_token;
-        RETURN;
-    END IF;
-    out_token := r.token;
-    IF r.token = p_token AND r.status = 'running' AND r.released = 0 THEN
-        out_lease := greatest(r.lease_expires_at, t + p_lease_ms);
-        IF out_lease <> r.lease_expires_at THEN
-            UPDATE {runs} SET lease_expires_at = out_lease
-             WHERE job = p_job AND slot = p_slot;
-        END IF;
-        out_kind := 'won';
-        out_attempt := r.attempt;
-        out_runner := r.runner;
-        RETURN;
-    END IF;
-    out_attempt := r.attempt;
-    out_runner := r.runner;
-    out_lease := r.lease_expires_at;
-    IF r.status <> 'running' OR r.token = p_token THEN
-        out_kind := 'done';
-        RETURN;
-    END IF;
-    IF r.lease_expires_at > t THEN
-        out_kind := 'running';
-        RETURN;
-    END IF;
-    IF r.attempt < p_max_attempts THEN
-        IF r.released = 0 THEN
-            INSERT INTO {results} (job, token, slot, attempt, instance_id, status, reason,
-                                   started_at, finished_at, error, manual)
-            VALUES (p_job, r.token, p_slot, r.attempt, r.runner, 'interrupted', 'lease_lost',
-                    r.started_at, greatest(r.lease_expires_at, r.started_at), NULL, 0)
-            ON CONFLICT (job, slot, token) DO NOTHING;
-        END IF;
-        UPDATE {runs} SET attempt = r.attempt + 1, token = p_token, runner = p_instance,
-               lease_expires_at = t + p_lease_ms, max_attempts = p_max_attempts,
-               started_at = t, released = 0, end_reason = NULL
-         WHERE job = p_job AND slot = p_slot;
-        INSERT INTO {claims} (job, token, slot, attempt, instance_id, claimed_at, manual)
-        VALUES (p_job, p_token, p_slot, r.attempt + 1, p_instance, t, 0)
-        ON CONFLICT (job, slot, token) DO NOTHING;
-        out_kind := 'won';
-        out_attempt := r.attempt + 1;
-        out_runner := p_instance;
-        out_lease := t + p_lease_ms;
-        out_token := p_token;
-        RETURN;
-    END IF;
-    IF r.released = 0 THEN
-        INSERT INTO {results} (job, token, slot, attempt, instance_id, status, reason,
-                               started_at, finished_at, error, manual)
-        VALUES (p_job, r.token, p_slot, r.attempt, r.runner, 'interrupted',
-                'attempts_exhausted', r.started_at, greatest(t, r.started_at), NULL, 0)
-        ON CONFLICT (job, slot, token) DO NOTHING;
-    END IF;
-    UPDATE {runs} SET status = 'interrupted', finished_at = t
-     WHERE job = p_job AND slot = p_slot;
-    out_kind := 'done';
-END
-$anarchon$"""
+    def heartbeat_many_statement(self, table: Callable[[str], str]) -> str:
+        """One ``UPDATE ... FROM unnest(arrays)`` renewing every listed lease the token owns."""
+        return (
+            f"UPDATE {table('runs')} AS r SET lease_expires_at = {self.now_ms} + CAST(? AS BIGINT)"
+            " FROM (SELECT DISTINCT u.job, u.slot, u.token FROM unnest(CAST(? AS TEXT[]),"
+            " CAST(? AS BIGINT[]), CAST(? AS TEXT[])) AS u(job, slot, token)) AS u"
+            " WHERE r.job = u.job AND r.slot = u.slot AND r.token = u.token"
+            " AND r.status = 'running' AND r.released = 0 RETURNING r.job, r.slot, r.token"
+        )
+
+    def finish_many_statement(self, table: Callable[[str], str]) -> str:
+        """One statement finishing every listed run the token owns; ``(index, answer)`` rows.
+
+        An item not finished now is answered True when its run was already
+        finished by the same token (a retried finish), as ``finish()`` does.
+        """
+        runs = table("runs")
+        return (
+            "WITH u AS (SELECT * FROM unnest(CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"
+            " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[])) WITH ORDINALITY"
+            " AS u(job, slot, token, status, error, i)),"
+            " d AS (SELECT DISTINCT ON (job, slot, token) * FROM u ORDER BY job, slot, token, i),"
+            f" done AS (UPDATE {runs} AS r SET status = 'finished', finished_at = {self.now_ms},"
+            " outcome = d.status, error = d.error FROM d"
+            " WHERE r.job = d.job AND r.slot = d.slot AND r.token = d.token"
+            " AND r.status = 'running' AND r.released = 0 RETURNING r.job, r.slot, r.token)"
+            " SELECT u.i, EXISTS (SELECT 1 FROM done WHERE done.job = u.job"
+            " AND done.slot = u.slot AND done.token = u.token)"
+            f" OR EXISTS (SELECT 1 FROM {runs} AS s WHERE s.job = u.job AND s.slot = u.slot"
+            " AND s.token = u.token AND s.status = 'finished') FROM u ORDER BY u.i"
+        )
+
+    def save_many_statement(self, table: Callable[[str], str]) -> str:
+        """``SELECT <prefix>save_many_v1(arrays)``: a chunk of result writes in one statement."""
+        return (
+            f"SELECT {table(SAVE_MANY_FUNCTION)}(CAST(? AS TEXT[]), CAST(? AS TEXT[]),"
+            " CAST(? AS BIGINT[]), CAST(? AS INTEGER[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]),"
+            " CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS BIGINT[]), CAST(? AS TEXT[]),"
+            " CAST(? AS INTEGER[]), CAST(? AS INTEGER[]), CAST(? AS BIGINT[]), CAST(? AS BIGINT[]))"
+        )
+
+    def columns_statement(self) -> str:
+        """Column names of the table named by the one parameter (search path applies)."""
+        return (
+            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(CAST(? AS TEXT))"
+            " AND attnum > 0 AND NOT attisdropped"
+        )
 
 
 # The psycopg adapter -------------------------------------------------------
@@ -229,11 +175,9 @@ def _unavailable(error: BaseException, where: str) -> BackendUnavailableError | 
         import psycopg
     except ImportError:  # pragma: no cover - the adapter is only built with psycopg
         return None
-    if isinstance(error, psycopg.OperationalError):
-        state = getattr(error, "sqlstate", None)
-        if state is None or state.startswith("08") or state in _CONNECTION_SQLSTATES:
-            return BackendUnavailableError(f"PostgreSQL at {where} is unavailable: {error}")
-    elif isinstance(error, psycopg.InterfaceError):
+    if isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError)) and (
+        is_connection_error(error)
+    ):
         return BackendUnavailableError(f"PostgreSQL at {where} is unavailable: {error}")
     return None
 
@@ -348,9 +292,7 @@ class _ReadCommitted:
 
 
 def _redact(dsn: str) -> str:
-    if "://" in dsn:
-        return redact_url(dsn)
-    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+    return redact_dsn(dsn)
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -436,8 +378,10 @@ class PostgresBackend(SqlBackend):
         url_options: dict[str, str] = {}
         self.conninfo: str | None = None
         self.shown = "PostgreSQL"
+        self._secrets: list[str] = []
         if dsn is not None:
             self.shown = _redact(dsn)
+            self._secrets = secrets_of_dsn(dsn)
             self.conninfo, url_options = self._parse_dsn(dsn)
         prefix = url_options.get("table_prefix", DEFAULT_TABLE_PREFIX)
         if table_prefix is not _UNSET:
@@ -478,7 +422,7 @@ class PostgresBackend(SqlBackend):
         try:
             conninfo_to_dict(conninfo)
         except Exception as error:
-            message = str(error).replace(dsn, shown).strip()
+            message = scrub(str(error).replace(dsn, shown).strip(), secrets_of_dsn(dsn))
             raise InvalidConfigError(
                 f"bad PostgreSQL connection string {shown!r}: {message}"
                 f" (anarchon options: {', '.join(_OPTIONS)}; others go to libpq)"
@@ -495,8 +439,12 @@ class PostgresBackend(SqlBackend):
         query.update({key: str(value) for key, value in options.items()})
         merged = urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
         backend = cls(merged)
-        backend.shown = redact_url(url)
+        backend.shown = redact_dsn(url)
         return backend
+
+    def secrets(self) -> list[str]:
+        """The passwords written in the DSN (hidden from every message)."""
+        return list(self._secrets)
 
     def describe(self) -> str:
         """The URL with its password hidden, or what was passed in."""
@@ -577,9 +525,7 @@ class PostgresBackend(SqlBackend):
             client = _ReadCommitted(client)
         await super()._install(client)
 
-    async def _claim_statement(
-        self, client: SqlClient, sql: str, params: Sequence[Any]
-    ) -> list[Row]:
+    async def _statement(self, client: SqlClient, sql: str, params: Sequence[Any]) -> list[Row]:
         if self.read_committed_default:
             return await client.all(sql, params)
 

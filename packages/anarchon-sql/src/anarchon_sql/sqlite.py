@@ -12,10 +12,11 @@ clock read by SQLite: ``(julianday('now') - 2440587.5) * 86400000``
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, ClassVar, TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from anarchon.errors import BackendUnavailableError, InvalidConfigError
@@ -50,6 +51,10 @@ class SqliteDialect(SqlDialect):
         """Nothing to do: ``BEGIN IMMEDIATE`` already serialises every write transaction."""
         return None
 
+    def columns_statement(self) -> str:
+        """``pragma_table_info``: the column names of one table."""
+        return "SELECT name FROM pragma_table_info(?)"
+
 
 class _AiosqliteClient:
     """A :class:`SqlClient` over one ``aiosqlite.Connection`` (one transaction at a time)."""
@@ -83,9 +88,55 @@ class _AiosqliteClient:
             await self.conn.commit()
             return result
 
+    async def inline_transaction(self, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
+        """:meth:`transaction`, run whole on aiosqlite's thread: one hop, not one per statement.
+
+        ``fn`` may only await statements on the client it is given (the
+        backend's own transactions do just that); anything else raises
+        ``RuntimeError``. Falls back to :meth:`transaction` on an aiosqlite
+        without its internal ``_execute``.
+        """
+        execute = getattr(self.conn, "_execute", None)
+        if execute is None:
+            return await self.transaction(fn)
+        async with self._lock:
+            result: T = await execute(_run_inline, self.conn, fn)
+            return result
+
     async def close(self) -> None:
         """Close the connection (only called when the backend opened it)."""
         await self.conn.close()
+
+
+def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends to its end, synchronously."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coroutine.close()
+    raise RuntimeError("an inline SQLite transaction awaited something other than its statements")
+
+
+def _run_inline(conn: Any, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
+    """On aiosqlite's thread: ``BEGIN IMMEDIATE``, ``fn`` on the raw connection, ``COMMIT``."""
+    raw: sqlite3.Connection = conn._conn
+
+    async def run(sql: str, params: Sequence[Any]) -> list[Row]:
+        return [tuple(row) for row in raw.execute(sql, tuple(params)).fetchall()]
+
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        awaitable = fn(_Bound(run))
+        if not inspect.iscoroutine(awaitable):
+            raise RuntimeError("an inline SQLite transaction needs a coroutine function")
+        result = cast(T, _drive(awaitable))
+    except BaseException:
+        raw.rollback()
+        raise
+    raw.commit()
+    return result
 
 
 class _Sqlite3Client:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from anarchon import _core
 from anarchon.backend import STORE_FORMAT, Backend, RunStore
 from anarchon.clock import Clock, SkewedClock, SystemClock
 from anarchon.context import CancelSignal, RunContext
@@ -22,6 +23,7 @@ from anarchon.history import build_history
 from anarchon.memory import MemoryBackend
 from anarchon.scheduler import Scheduler, SchedulerThread
 from anarchon.schedules import Cron, Every
+from anarchon.sync import SyncScheduler
 from anarchon.types import (
     ActiveRun,
     ClaimInput,
@@ -36,7 +38,8 @@ from anarchon.types import (
     StoredResult,
 )
 
-__version__ = "0.1.0"
+__version__: str = _core.__version__
+"""The version, compiled into ``anarchon._core`` from the Cargo workspace version."""
 
 __all__ = [
     "STORE_FORMAT",
@@ -71,6 +74,7 @@ __all__ = [
     "SkewedClock",
     "StoreFormatError",
     "StoredResult",
+    "SyncScheduler",
     "SystemClock",
     "UnknownBackendError",
     "UnsupportedError",

@@ -1,6 +1,6 @@
 """The store interface: :class:`Backend` for claims and history, :class:`RunStore` for leases.
 
-Compatibility promises (SPEC §4): members added later are optional, with a
+Compatibility promises (docs/extending.md): members added later are optional, with a
 default here and a fallback in the scheduler; a required member only comes
 with a major version. Errors a backend raises reach the user unchanged.
 """
@@ -34,14 +34,14 @@ STORE_FORMAT = 1
 
 
 class RunStore(abc.ABC):
-    """Leases per ``(job, slot)``, computed with the store's clock (SPEC §5).
+    """Leases per ``(job, slot)``, computed with the store's clock (docs/leases.md).
 
     Every method is one atomic step in the store.
     """
 
     @abc.abstractmethod
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
-        """Walk the claim tree of SPEC §5 and return its outcome."""
+        """Walk the claim tree of docs/leases.md and return its outcome."""
 
     @abc.abstractmethod
     async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:

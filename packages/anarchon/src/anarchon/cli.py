@@ -1,4 +1,11 @@
-"""The ``anarchon`` command line (SPEC §10). Errors print one line with their code; exit 2 on usage errors."""
+"""The ``anarchon`` command line (docs/cli.md).
+
+Every error prints one line, ``anarchon: CODE: message``, and never a
+traceback (``ANARCHON_DEBUG=1`` adds it). Exit codes: 0 success, 1 runtime
+failure, 2 usage error. Errors that are not anarchon's get a code too:
+``ANARCHON_USAGE`` (a bad command line, exit 2), ``ANARCHON_OS_ERROR`` (an
+``OSError``, exit 1) and ``ANARCHON_UNEXPECTED`` (anything else, exit 1).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,15 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import signal
 import sys
+import traceback
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from anarchon.errors import AnarchonError, InvalidJobError
+from anarchon.errors import AnarchonError, InvalidConfigError, InvalidJobError
 
 __all__ = ["main"]
 
@@ -31,7 +40,10 @@ class _Parser(argparse.ArgumentParser):
 def _iso(ms: int | None, tz: Any = timezone.utc) -> str:
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=tz).isoformat(timespec="milliseconds")
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=tz).isoformat(timespec="milliseconds")
+    except (ValueError, OverflowError, OSError):
+        return "(outside years 1-9999)"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -65,8 +77,8 @@ def cmd_next(args: argparse.Namespace) -> int:
     schedule = _schedule(args.expression, args.tz)
     try:
         zone: Any = ZoneInfo(args.tz)
-    except Exception:
-        zone = timezone.utc
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        raise InvalidJobError(f"unknown time zone {args.tz!r}", field="tz") from None
     cursor = int(datetime.now(timezone.utc).timestamp() * 1000)
     slots: list[int] = []
     for _ in range(args.n):
@@ -174,14 +186,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
 async def _run_app(args: argparse.Namespace) -> int:
     from anarchon.scheduler import Scheduler
 
-    module_name, _, attribute = args.target.partition(":")
-    if not module_name or not attribute:
-        raise _UsageError(f"expected module:attribute, got {args.target!r}")
-    sys.path.insert(0, ".")
-    module = importlib.import_module(module_name)
-    scheduler = getattr(module, attribute, None)
-    if not isinstance(scheduler, Scheduler):
-        raise _UsageError(f"{args.target} is not an anarchon.Scheduler")
+    scheduler = _load_scheduler(args.target, Scheduler)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -194,6 +199,43 @@ async def _run_app(args: argparse.Namespace) -> int:
         await stop.wait()
         print("anarchon: stopping with hand-over", flush=True)
     return EXIT_OK
+
+
+def _load_scheduler(target: str, kind: type[Any]) -> Any:
+    """The ``Scheduler`` at ``module:attribute``; a target that is not one is ``InvalidConfigError``."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise _UsageError(f"expected module:attribute, got {target!r}")
+    sys.path.insert(0, ".")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if missing and (module_name == missing or module_name.startswith(f"{missing}.")):
+            raise InvalidConfigError(
+                f"cannot import {module_name!r} for {target}: no module named {missing!r}"
+                " (run from the directory that holds it, or set PYTHONPATH)"
+            ) from None
+        raise _AppError(f"importing {module_name!r} failed", error) from error
+    except Exception as error:
+        raise _AppError(f"importing {module_name!r} failed", error) from error
+    if not hasattr(module, attribute):
+        raise InvalidConfigError(f"module {module_name!r} has no attribute {attribute!r}")
+    scheduler = getattr(module, attribute)
+    if not isinstance(scheduler, kind):
+        raise InvalidConfigError(
+            f"{target} is not an anarchon.Scheduler (got {type(scheduler).__name__})"
+        )
+    return scheduler
+
+
+class _AppError(Exception):
+    """An error raised by the application's own code, with where it happened."""
+
+    def __init__(self, context: str, error: BaseException) -> None:
+        super().__init__(context)
+        self.context = context
+        self.error = error
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -253,9 +295,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``anarchon`` command; returns the exit code."""
+    """Entry point of the ``anarchon`` command; returns the exit code.
+
+    Every error becomes one line ``anarchon: CODE: message`` on stderr
+    (secrets of ``--backend`` hidden), see :func:`_report`.
+    """
+    backend_url: str | None = None
     try:
         args = build_parser().parse_args(argv)
+        backend_url = getattr(args, "backend", None)
         if args.command == "next":
             return cmd_next(args)
         if args.command == "backends":
@@ -268,14 +316,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             "run": _run_app,
         }[args.command]
         return asyncio.run(runner(args))
-    except _UsageError as error:
-        print(f"anarchon: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except AnarchonError as error:
-        print(f"anarchon: {error}", file=sys.stderr)
-        return EXIT_USAGE if error.code in _USAGE_CODES else EXIT_RUNTIME
     except KeyboardInterrupt:
         return EXIT_RUNTIME
+    except Exception as error:
+        return _report(error, backend_url)
+
+
+def _report(error: Exception, backend_url: str | None) -> int:
+    """Print ``error`` as one coded line and return the exit code."""
+    context = ""
+    cause: BaseException = error
+    if isinstance(error, _AppError):
+        context, cause = f"{error.context}: ", error.error
+    if isinstance(cause, _UsageError):
+        code, text, status = "ANARCHON_USAGE", str(cause), EXIT_USAGE
+    elif isinstance(cause, AnarchonError):
+        code, text = cause.code, cause.message
+        status = EXIT_USAGE if cause.code in _USAGE_CODES else EXIT_RUNTIME
+    elif isinstance(cause, OSError):
+        code, text, status = "ANARCHON_OS_ERROR", _describe(cause), EXIT_RUNTIME
+    else:
+        code, text, status = "ANARCHON_UNEXPECTED", _describe(cause), EXIT_RUNTIME
+    line = " ".join(f"{context}{text}".split())
+    if backend_url:
+        from anarchon.registry import redact_text
+
+        line = redact_text(line, backend_url)
+    print(f"anarchon: {code}: {line}", file=sys.stderr)
+    if os.environ.get("ANARCHON_DEBUG"):
+        traceback.print_exception(cause, file=sys.stderr)
+    return status
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 _USAGE_CODES = frozenset(

@@ -1,4 +1,4 @@
-"""Errors of anarchon: one base class with a stable ``code`` (SPEC §8)."""
+"""Errors of anarchon: one base class with a stable ``code`` (docs/concepts.md, "Errors")."""
 
 from __future__ import annotations
 

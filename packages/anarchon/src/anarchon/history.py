@@ -1,4 +1,4 @@
-"""History merging (SPEC §7): claim records plus stored results become run records.
+"""History merging (docs/concepts.md, "History"): claim records plus stored results become run records.
 
 The merge itself runs in the compiled core (:func:`anarchon._core.build_history`);
 this module turns its tuples into :class:`~anarchon.types.RunRecord` objects.

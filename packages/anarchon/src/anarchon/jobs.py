@@ -1,4 +1,4 @@
-"""Job definitions and their validation when a job is added (SPEC §3, "Job options")."""
+"""Job definitions and their validation when a job is added (docs/concepts.md, "Job options")."""
 
 from __future__ import annotations
 
@@ -35,11 +35,16 @@ DEFAULTS: Mapping[str, Any] = {
 LEASE_OPTIONS = frozenset({"overlap", "max_attempts", "catch_up"})
 """Options that only lease backends honour; passing them elsewhere is refused."""
 
-_BAD_NAME = re.compile(r"[\s{}|\x00-\x1f\x7f]")
+_BAD_NAME = re.compile(r"[\s{}|\x00-\x1f\x7f-\x9f]")
+"""Whitespace, ``{ } |`` and the control characters: C0 (U+0000-U+001F), DEL and C1 (U+0080-U+009F)."""
 
 
 def validate_name(name: object) -> str:
-    """Check a job name: 1-200 characters, no whitespace, no ``{ } |``, no control characters."""
+    """Check a job name: 1-200 characters, no whitespace, no ``{ } |``, no control characters.
+
+    Control characters are C0 (U+0000-U+001F), DEL (U+007F) and C1
+    (U+0080-U+009F, e.g. ``'\\x9b'``, which some terminals read as an escape).
+    """
     if not isinstance(name, str):
         raise InvalidJobError(f"job name must be a string, got {type(name).__name__}")
     if not 1 <= len(name) <= 200:

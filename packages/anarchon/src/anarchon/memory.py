@@ -1,4 +1,4 @@
-"""The in-process backend (SPEC §6 "Memory"): claims, history and leases in a dict.
+"""The in-process backend (docs/backends/memory.md): claims, history and leases in a dict.
 
 For tests, and for learning the contract. Everything lives in one process:
 schedulers on one event loop, on several loops (``start_in_thread``) or in
@@ -10,7 +10,7 @@ write.
 the process (instances of one program "share a store"); ``memory://`` a fresh
 one.
 
-Retention (SPEC §5): history is trimmed to about ``history_size`` runs per job
+Retention (docs/leases.md): history is trimmed to about ``history_size`` runs per job
 (between N and 2N) and by ``history_ttl`` when given, but the records of a run
 still in progress are never trimmed. Run state (what decides claims) is kept
 forever unless :meth:`MemoryBackend.check_job` told the backend how long late
@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qsl, urlsplit
@@ -37,7 +38,10 @@ from anarchon.types import (
     ClaimOutcome,
     ClaimRecord,
     JobLimits,
+    ResultWrite,
     RunClaim,
+    RunFinish,
+    RunKey,
     RunRecord,
     StoredResult,
 )
@@ -66,7 +70,7 @@ class _WallClock:
 
 @dataclass(slots=True)
 class _RunState:
-    """The lease state of one ``(job, slot)`` (SPEC §5)."""
+    """The lease state of one ``(job, slot)`` (docs/leases.md)."""
 
     slot: int
     attempt: int
@@ -103,7 +107,7 @@ class _JobData:
 
 
 class MemoryRunStore(RunStore):
-    """Leases of the memory backend: the claim tree of SPEC §5, one locked step per call."""
+    """Leases of the memory backend: the claim tree of docs/leases.md, one locked step per call."""
 
     def __init__(self, clock: NowMs | None = None) -> None:
         self.clock: NowMs = clock if clock is not None else _WallClock()
@@ -113,18 +117,14 @@ class MemoryRunStore(RunStore):
     # RunStore ---------------------------------------------------------
 
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
-        """Walk the claim tree of SPEC §5 atomically and return its outcome."""
+        """Walk the claim tree of docs/leases.md atomically and return its outcome."""
         with self._lock:
             return self._claim_locked(claim)
 
     async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
         """Extend the lease to store time + ``lease_ms`` if ``token`` still owns the run."""
         with self._lock:
-            state = self._owned(job, slot, token)
-            if state is None:
-                return False
-            state.lease_expires_at = self._now() + lease_ms
-            return True
+            return self._heartbeat_locked(job, slot, token, lease_ms)
 
     async def finish(
         self, job: str, slot: int, token: str, status: str, error: str | None = None
@@ -135,14 +135,26 @@ class MemoryRunStore(RunStore):
         :meth:`MemoryBackend.save_result` after a successful ``finish``.
         """
         with self._lock:
-            state = self._owned(job, slot, token)
-            if state is None:
-                # A retried finish (its answer was lost) is answered again.
-                return self._ended_by(job, slot, token, "finished")
-            self._end(self._jobs[job], state, "finished", self._now())
-            state.result_status = status
-            state.error = error
-            return True
+            return self._finish_locked(job, slot, token, status, error)
+
+    # Batch members: every item under one lock acquisition, in request order.
+
+    async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
+        """``claim()`` for each item, in order, in one locked step."""
+        with self._lock:
+            return [self._claim_locked(claim) for claim in claims]
+
+    async def heartbeat_many(self, runs: Sequence[RunKey], lease_ms: int) -> list[bool]:
+        """``heartbeat()`` for each run, in order, in one locked step."""
+        with self._lock:
+            return [self._heartbeat_locked(r.job, r.slot, r.token, lease_ms) for r in runs]
+
+    async def finish_many(self, finishes: Sequence[RunFinish]) -> list[bool]:
+        """``finish()`` for each item, in order, in one locked step."""
+        with self._lock:
+            return [
+                self._finish_locked(f.job, f.slot, f.token, f.status, f.error) for f in finishes
+            ]
 
     async def release(self, job: str, slot: int, token: str) -> bool:
         """End ``token``'s lease now so a backup takes over at once (hand-over).
@@ -203,6 +215,25 @@ class MemoryRunStore(RunStore):
 
     def _now(self) -> int:
         return int(self.clock.now_ms())
+
+    def _heartbeat_locked(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
+        state = self._owned(job, slot, token)
+        if state is None:
+            return False
+        state.lease_expires_at = self._now() + lease_ms
+        return True
+
+    def _finish_locked(
+        self, job: str, slot: int, token: str, status: str, error: str | None
+    ) -> bool:
+        state = self._owned(job, slot, token)
+        if state is None:
+            # A retried finish (its answer was lost) is answered again.
+            return self._ended_by(job, slot, token, "finished")
+        self._end(self._jobs[job], state, "finished", self._now())
+        state.result_status = status
+        state.error = error
+        return True
 
     def _job(self, job: str) -> _JobData:
         data = self._jobs.get(job)
@@ -529,12 +560,23 @@ class MemoryBackend(Backend):
         attempt and a one-day lease, mapped to a bool.
         """
         with self._store._lock:
-            data = self._store._jobs.get(input.job)
-            state = None if data is None else data.states.get(input.slot)
-            if state is not None and state.token == input.token:
-                return True
-            outcome = self._store._claim_locked(RunClaim.plain(input))
-            return outcome.won
+            return self._claim_plain_locked(input)
+
+    async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """``claim()`` for each item, in order, in one locked step."""
+        with self._store._lock:
+            return [self._claim_plain_locked(item) for item in inputs]
+
+    async def record_claims(self, inputs: Sequence[ClaimInput]) -> None:
+        """Nothing to do: a memory claim is its own history record."""
+        return None
+
+    def _claim_plain_locked(self, input: ClaimInput) -> bool:
+        data = self._store._jobs.get(input.job)
+        state = None if data is None else data.states.get(input.slot)
+        if state is not None and state.token == input.token:
+            return True
+        return self._store._claim_locked(RunClaim.plain(input)).won
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append a manual claim record (never de-duplicated); the slot is kept as given."""
@@ -564,19 +606,30 @@ class MemoryBackend(Backend):
     ) -> None:
         """Store how a run ended; a plain claim's run state is marked finished too."""
         with self._store._lock:
-            now = self._store._now()
-            data = self._store._job(job)
-            state = data.states.get(result.slot)
-            if (
-                state is not None
-                and state.token == result.token
-                and state.status == "running"
-                and result.status != "running"
-            ):
-                self._store._end(data, state, "finished", now)
-                state.result_status = result.status
-                state.error = result.error
-            self._store._add_history(data, None, result, history_size, history_ttl_ms, now)
+            self._save_locked(job, result, history_size, history_ttl_ms)
+
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """``save_result()`` for each item, in order, in one locked step."""
+        with self._store._lock:
+            for w in writes:
+                self._save_locked(w.job, w.result, w.history_size, w.history_ttl_ms)
+
+    def _save_locked(
+        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
+    ) -> None:
+        now = self._store._now()
+        data = self._store._job(job)
+        state = data.states.get(result.slot)
+        if (
+            state is not None
+            and state.token == result.token
+            and state.status == "running"
+            and result.status != "running"
+        ):
+            self._store._end(data, state, "finished", now)
+            state.result_status = result.status
+            state.error = result.error
+        self._store._add_history(data, None, result, history_size, history_ttl_ms, now)
 
     async def history(self, job: str, limit: int) -> list[RunRecord]:
         """Recent runs of ``job`` (all instances), newest first."""

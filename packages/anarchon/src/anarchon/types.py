@@ -1,4 +1,4 @@
-"""Data types shared by the scheduler and the backends (SPEC §4, §5, §7, §11).
+"""Data types shared by the scheduler and the backends (docs/extending.md, docs/leases.md).
 
 All times are integer milliseconds since the Unix epoch (UTC). New fields may
 be added in minor versions, always with a default, so backends ignore what
@@ -126,7 +126,7 @@ class JobLimits:
     max_attempts: int | None = None
     catch_up_ms: int | None = None
     lease_ms: int | None = None
-    """The scheduler's lease, on lease backends (state must outlive it: SPEC §5 retention)."""
+    """The scheduler's lease, on lease backends (state must outlive it: docs/leases.md, retention)."""
 
     def lease_options_given(self) -> list[str]:
         """The lease options the user passed (claim-only backends refuse them)."""
@@ -144,7 +144,7 @@ PLAIN_CLAIM_LEASE_MS = 86_400_000
 
 @dataclass(slots=True)
 class RunClaim:
-    """A lease claim of ``(job, slot)`` (SPEC §5)."""
+    """A lease claim of ``(job, slot)`` (docs/leases.md)."""
 
     job: str
     slot: int
@@ -162,7 +162,7 @@ class RunClaim:
     def plain(cls, input: ClaimInput) -> RunClaim:
         """The lease claim that a plain ``Backend.claim(input)`` equals on a lease backend.
 
-        SPEC §5: ``create=True``, no overlap check, one attempt.
+        docs/leases.md: ``create=True``, no overlap check, one attempt.
         """
         return cls(
             job=input.job,

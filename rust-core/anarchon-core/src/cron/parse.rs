@@ -271,7 +271,7 @@ fn parse_fields(toks: &[Tok<'_>], five: bool) -> Result<Parsed, ScheduleError> {
             .strip_prefix("*/")
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
 
-    // SPEC §3: OR unless one of the day fields is a bare `*` or `?`
+    // docs/engine.md: OR unless one of the day fields is a bare `*` or `?`
     // (`*/2`, `1-31` and `0-6` all count as restricted).
     let dom_unrestricted = dom.star;
     let dow_unrestricted = dow.star;
@@ -409,23 +409,7 @@ fn parse_item(item: Tok<'_>, field: Field, spec: &mut FieldSpec) -> Result<(), S
                         nth.pos,
                     ));
                 };
-                let (lo, hi) = match days.split_once('-') {
-                    Some((a, b)) => {
-                        if a.text.is_empty() {
-                            return Err(err(
-                                format!("negative value `{}` in the {name} field", days.text),
-                                name,
-                                days.pos,
-                            ));
-                        }
-                        range_end_ok(b, days, field)?;
-                        (value(a, field)?, value(b, field)?)
-                    }
-                    None => {
-                        let v = value(days, field)?;
-                        (v, v)
-                    }
-                };
+                let (lo, hi) = dow_values(days, field)?;
                 for d in dow_span(lo, hi) {
                     if let Some(slot) = spec.nth.get_mut(d as usize) {
                         *slot |= 1u8 << k;
@@ -452,18 +436,22 @@ fn parse_item(item: Tok<'_>, field: Field, spec: &mut FieldSpec) -> Result<(), S
                 None
             };
             if let Some(dtok) = last_of {
-                if dtok.text.is_empty() || !dtok.text.bytes().all(|b| b.is_ascii_digit()) {
+                // `5L`, `L5`, a name (`FRIL`, `LFRI`) or a range of them
+                // (`MON-FRIL` = the last Monday, ..., the last Friday).
+                if dtok.text.contains('/') || dtok.text.contains('*') {
                     return Err(err(
                         format!(
-                            "`L` in the day-of-week field takes one weekday number, as in `5L` or `L5`; got `{}`",
+                            "`L` in the day-of-week field takes a weekday or a range of weekdays, as in `5L`, `FRIL` or `MON-FRIL`; got `{}`",
                             item.text
                         ),
                         name,
                         item.pos,
                     ));
                 }
-                let d = number(dtok, field)? % 7;
-                spec.last_dow |= 1u8 << d;
+                let (lo, hi) = dow_values(dtok, field)?;
+                for d in dow_span(lo, hi) {
+                    spec.last_dow |= 1u8 << d;
+                }
                 return Ok(());
             }
         }
@@ -505,11 +493,7 @@ fn parse_item(item: Tok<'_>, field: Field, spec: &mut FieldSpec) -> Result<(), S
         stepped(fmin, cmax, step.unwrap_or(1))
     } else if let Some((a, b)) = base.split_once('-') {
         if a.text.is_empty() {
-            return Err(err(
-                format!("negative value `{}` in the {name} field", base.text),
-                name,
-                base.pos,
-            ));
+            return Err(no_range_start(base, field));
         }
         range_end_ok(b, base, field)?;
         let lo_raw = value(a, field)?;
@@ -553,6 +537,45 @@ fn parse_item(item: Tok<'_>, field: Field, spec: &mut FieldSpec) -> Result<(), S
         }
     }
     Ok(())
+}
+
+/// A day-of-week value or range `a-b` (names allowed), as raw 0-7 values.
+fn dow_values(days: Tok<'_>, field: Field) -> Result<(u32, u32), ScheduleError> {
+    match days.split_once('-') {
+        Some((a, b)) => {
+            if a.text.is_empty() {
+                return Err(no_range_start(days, field));
+            }
+            range_end_ok(b, days, field)?;
+            Ok((value(a, field)?, value(b, field)?))
+        }
+        None => {
+            let v = value(days, field)?;
+            Ok((v, v))
+        }
+    }
+}
+
+/// The error for an item that starts with `-`: a lone `-`, a negative
+/// number, or a range without its start.
+fn no_range_start(item: Tok<'_>, field: Field) -> ScheduleError {
+    let name = field.name();
+    let rest = item.text.get(1..).unwrap_or("");
+    let message = if rest.is_empty() {
+        format!("a lone `-` in the {name} field: a range needs a value on each side, as in `1-5`")
+    } else if rest.bytes().all(|b| b.is_ascii_digit()) {
+        format!(
+            "negative value `{}` in the {name} field (values start at {})",
+            item.text,
+            field.min()
+        )
+    } else {
+        format!(
+            "range `{}` has no start value in the {name} field (write it as `a-b`)",
+            item.text
+        )
+    };
+    err(message, name, item.pos)
 }
 
 /// The end of a range `a-b` must be one value (`1-` and `1-2-3` are refused
@@ -649,11 +672,7 @@ fn value(tok: Tok<'_>, field: Field) -> Result<u32, ScheduleError> {
         return Ok(v);
     }
     if tok.text.starts_with('-') {
-        return Err(err(
-            format!("negative value `{}` in the {name} field", tok.text),
-            name,
-            tok.pos,
-        ));
+        return Err(no_range_start(tok, field));
     }
     let hint = match field {
         Field::Month => " (month names are JAN-DEC)",

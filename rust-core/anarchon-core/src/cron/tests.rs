@@ -288,6 +288,24 @@ fn last_and_nth_weekday() {
         assert_eq!(days_in_month_of(e, 2026, 1), vec![30], "{e}");
     }
     assert_eq!(days_in_month_of("* * 5L", 2026, 2), vec![27]);
+    // A name works like the number (`FRIL` = `LFRI` = `5L`), and so does a
+    // range: `MON-FRIL` is the last Monday, ..., the last Friday.
+    for e in ["* * FRIL", "* * LFRI", "* * fril", "* * Fri-FriL"] {
+        assert_eq!(days_in_month_of(e, 2026, 1), vec![30], "{e}");
+    }
+    for e in ["* * MON-FRIL", "* * 1-5L", "* * L1-5", "* * LMON-FRI"] {
+        assert_eq!(
+            days_in_month_of(e, 2026, 1),
+            vec![26, 27, 28, 29, 30],
+            "{e}"
+        );
+    }
+    // A range past Saturday wraps: Fri, Sat, Sun, Mon.
+    assert_eq!(
+        days_in_month_of("* * FRI-MONL", 2026, 1),
+        vec![25, 26, 30, 31]
+    );
+    assert_eq!(days_in_month_of("* * SUNL,7L", 2026, 1), vec![25]);
     // Last Sunday, 0 and 7 alike: Jan 25 2026.
     assert_eq!(days_in_month_of("* * L0", 2026, 1), vec![25]);
     assert_eq!(days_in_month_of("* * 7L", 2026, 1), vec![25]);
@@ -446,7 +464,33 @@ fn errors_carry_field_and_position() {
         ("0 0 * * L", "day-of-week", 8, "needs a weekday"),
         ("0 0 * * 8L", "day-of-week", 8, "out of range 0-7"),
         ("0 0 * * L8", "day-of-week", 9, "out of range 0-7"),
-        ("0 0 * * 1-5L", "day-of-week", 8, "one weekday number"),
+        ("- * * * *", "minute", 0, "a lone `-` in the minute field"),
+        ("0 - * * *", "hour", 2, "a lone `-`"),
+        ("0 0 * * -", "day-of-week", 8, "a lone `-`"),
+        ("0 0 * * -#2", "day-of-week", 8, "a lone `-`"),
+        ("0 0 * * -L", "day-of-week", 8, "a lone `-`"),
+        ("0 0 -/2 * *", "day-of-month", 4, "a lone `-`"),
+        ("0 0 -L * *", "day-of-month", 4, "has no start value"),
+        ("0 0 * * -FRI", "day-of-week", 8, "has no start value"),
+        (
+            "0 0 * * */2L",
+            "day-of-week",
+            8,
+            "takes a weekday or a range",
+        ),
+        ("0 0 * * FUNL", "day-of-week", 8, "unknown day name `FUN`"),
+        (
+            "0 0 * * MON-FUNL",
+            "day-of-week",
+            12,
+            "unknown day name `FUN`",
+        ),
+        (
+            "0 0 * * MON-L",
+            "day-of-week",
+            12,
+            "missing value after `-`",
+        ),
         (
             "0 0 * * 5#6",
             "day-of-week",
@@ -1051,4 +1095,46 @@ fn dst_rules_continue_after_2099() {
         next_n(&c, utc(2100, 11, 6, 12, 0, 0), 2),
         vec![utc(2100, 11, 7, 5, 30, 0), utc(2100, 11, 8, 6, 30, 0)]
     );
+}
+
+#[test]
+fn duplicate_list_values_are_a_set() {
+    let from = utc(2026, 1, 1, 0, 0, 0);
+    assert_eq!(
+        slots_utc("0,0 * * * *", from, 5),
+        slots_utc("0 * * * *", from, 5)
+    );
+    assert_eq!(
+        slots_utc("5,1-10,5 * * * *", from, 30),
+        slots_utc("1-10 * * * *", from, 30)
+    );
+    // 0 and 7 are both Sunday: once a week, not twice.
+    assert_eq!(days_in_month_of("* * 0,7", 2026, 1), vec![4, 11, 18, 25]);
+    assert_eq!(
+        days_in_month_of("* * 0,7,SUN", 2026, 1),
+        vec![4, 11, 18, 25]
+    );
+    assert_eq!(days_in_month_of("1,1,L,31 * *", 2026, 1), vec![1, 31]);
+}
+
+#[test]
+fn question_mark_is_for_the_day_fields_only() {
+    assert_eq!(
+        slots_utc("0 0 ? * 1", utc(2026, 1, 1, 0, 0, 0), 2),
+        slots_utc("0 0 * * 1", utc(2026, 1, 1, 0, 0, 0), 2)
+    );
+    for (e, field, pos) in [
+        ("? * * * *", "minute", 0),
+        ("0 ? * * *", "hour", 2),
+        ("0 0 * ? *", "month", 6),
+        ("? 0 0 * * *", "second", 0),
+    ] {
+        let error = parse_err(e);
+        assert_eq!(error.field.as_deref(), Some(field), "{e}");
+        assert_eq!(error.position, Some(pos), "{e}");
+        assert!(
+            error.message.contains(&format!("not in the {field} field")),
+            "{e}: {error}"
+        );
+    }
 }

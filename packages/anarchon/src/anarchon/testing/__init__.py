@@ -1,4 +1,4 @@
-"""Contract test suites for backends (needs pytest: ``pip install "anarchon[testing]"``).
+"""Contract test suites for backends (needs pytest and hypothesis: ``pip install "anarchon[testing]"``).
 
 A backend's test module subclasses the suites and overrides one fixture,
 ``backend``, a plain (sync) fixture that returns or yields a fresh backend::
@@ -25,6 +25,7 @@ from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, star
 if TYPE_CHECKING:
     from anarchon.testing.contract import BackendContract
     from anarchon.testing.lease_contract import LeaseContract
+    from anarchon.testing.sync_contract import SyncFacadeContract
 
 __all__ = [
     "BackendContract",
@@ -32,6 +33,7 @@ __all__ = [
     "FleetResult",
     "FleetRun",
     "LeaseContract",
+    "SyncFacadeContract",
     "run_fleet",
     "start_fleet",
 ]
@@ -48,4 +50,8 @@ def __getattr__(name: str) -> Any:
         from anarchon.testing.lease_contract import LeaseContract
 
         return LeaseContract
+    if name == "SyncFacadeContract":
+        from anarchon.testing.sync_contract import SyncFacadeContract
+
+        return SyncFacadeContract
     raise AttributeError(f"module 'anarchon.testing' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""``BackendContract``: the behaviour every backend promises (SPEC §2, §4, §7).
+"""``BackendContract``: the behaviour every backend promises (docs/concepts.md, docs/extending.md).
 
 A backend's test module subclasses it and overrides the ``backend`` fixture::
 
@@ -23,6 +23,7 @@ import pytest
 
 from anarchon.backend import Backend
 from anarchon.errors import UnsupportedError
+from anarchon.testing._batch import CLAIM_KINDS, check_backend_batches, run_property, scenarios
 from anarchon.testing._support import ContractBase, new_job, new_token, wall_ms
 from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
 
@@ -87,6 +88,8 @@ class BackendContract(ContractBase):
     """False for backends that refuse ``history_ttl`` (NATS)."""
     history_ttl_ms: ClassVar[int] = 300
     """The TTL the TTL test uses; raise it if the backend keeps records longer for de-duplication."""
+    batch_examples: ClassVar[int] = 30
+    """Hypothesis examples of the batch property (each builds two small jobs)."""
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
         """Backends for the multi-thread race, one per thread, all on ``backend``'s store.
@@ -369,6 +372,24 @@ class BackendContract(ContractBase):
             assert not set(old) & set(slots), f"runs older than {ttl} ms were kept: {records}"
 
         self.run(backend, body)
+
+    # Batch members ----------------------------------------------------
+
+    def test_batch_claims_answer_like_single_claims(self, backend: Backend) -> None:
+        """``claim_many``/``record_claims``/``save_results`` equal the single calls, item for item.
+
+        A hypothesis property: fresh, lost and own slots mixed in one batch,
+        repeated items and a batch retried with the same tokens; the answers
+        and the resulting history must equal those of the same items sent one
+        by one (docs/extending.md, "Batch members").
+        """
+        run_property(
+            backend,
+            scenarios(CLAIM_KINDS),
+            check_backend_batches,
+            examples=self.batch_examples,
+            timeout_s=self.timeout_s,
+        )
 
 
 def _check(record: RunRecord, *, job: str, slot: int, instance_id: str, status: str) -> None:

@@ -1,4 +1,4 @@
-"""``LeaseContract``: every branch of the lease claim tree (SPEC §5) for backends with ``runs``.
+"""``LeaseContract``: every branch of the lease claim tree (docs/leases.md) for backends with ``runs``.
 
 Expiry is provoked with short real leases (``lease_ms``, default 300 ms) and
 short sleeps, checked against the store's own clock (``runs.now_ms()``): the
@@ -15,9 +15,10 @@ suite runs against real servers whose clocks nobody controls.
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from anarchon.backend import Backend, RunStore
+from anarchon.testing._batch import LEASE_KINDS, check_lease_batches, run_property, scenarios
 from anarchon.testing._support import ContractBase, new_job, new_token
 from anarchon.types import ClaimInput, ClaimOutcome, RunClaim, RunRecord, StoredResult
 
@@ -70,6 +71,10 @@ class LeaseContract(ContractBase):
     """Concurrent claimers in the lease races."""
     race_rounds: ClassVar[int] = 20
     """Fresh slots raced for in the fresh-claim race."""
+    batch_examples: ClassVar[int] = 30
+    """Hypothesis examples of the batch property (each builds two small jobs)."""
+    batch_lease_ms: ClassVar[int] = 50
+    """The lease of the expired states in the batch property (waited out once per example)."""
 
     def request(
         self,
@@ -549,3 +554,29 @@ class LeaseContract(ContractBase):
             assert not await b.claim(ClaimInput(job, slot, new_token(), "instance-c"))
 
         self.run(backend, body)
+
+    # Batch members ----------------------------------------------------
+
+    def test_lease_batches_answer_like_single_calls(self, backend: Backend) -> None:
+        """``claim_many``/``heartbeat_many``/``finish_many`` equal the single calls, item for item.
+
+        A hypothesis property over mixed states in one batch: won, running,
+        a backup's re-check, the caller's own lease, done, overlap, late,
+        none, a takeover, attempts exhausted and a released lease; with
+        repeated items and a batch retried with the same tokens. Answers
+        (kind, attempt, runner) and the resulting active runs and history
+        must equal those of the same items sent one by one
+        (docs/extending.md, "Batch members").
+        """
+        long_ms, short_ms = self.long_lease_ms, self.batch_lease_ms
+
+        async def check(b: Backend, scenario: Any) -> None:
+            await check_lease_batches(b, scenario, long_ms, short_ms)
+
+        run_property(
+            backend,
+            scenarios(LEASE_KINDS),
+            check,
+            examples=self.batch_examples,
+            timeout_s=self.timeout_s,
+        )

@@ -1,0 +1,91 @@
+"""One anarchon process of ``benchmarks/fleet.py`` (run by it, not by hand).
+
+    python fleet_worker.py --kind KIND --url URL --jobs J --every-ms I --instance NAME
+                           --plan PLAN.json --out FILE
+
+Declares ``J`` interval jobs ``j000000`` ... every ``I`` ms with ``jitter=0``
+(every other option at its default), starts the scheduler, writes
+``FILE.ready``, waits for the parent's ``PLAN.json`` (``{"samples": [epoch s,
+...], "stop": epoch s}``), runs until wall time ``stop``, and writes one JSON document to ``--out``: the handler
+starts ``[job, slot_ms, lateness_ms]`` (lateness = handler start minus slot,
+wall clock; the store is on this host), the CPU/counter samples taken at the
+plan's instants (see ``fleet_common.Sampler``), and when the scheduler
+was ready. The result is written before the scheduler's ``stop()``;
+``FILE.stopped`` (the time) once it stopped. Warnings of the scheduler go
+to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fleet_counting
+from fleet_common import Sampler, read_plan, signal_ready, signal_stopped, wall_ms, write_result
+
+
+async def run(args: argparse.Namespace) -> None:
+    counters = fleet_counting.install(args.kind)
+    from anarchon import RunContext, Scheduler
+
+    starts: list[tuple[int, int, float]] = []
+    record = starts.append
+
+    async def handler(ctx: RunContext) -> None:
+        record((int(ctx.job[1:]), ctx.slot, wall_ms() - ctx.slot))
+
+    began = time.time()
+    scheduler = Scheduler(args.url, instance_id=args.instance)
+    every = f"{args.every_ms}ms"
+    for n in range(args.jobs):
+        scheduler.every(f"j{n:06d}", every, handler, jitter=0)
+    async with scheduler:
+        ready = time.time()
+        signal_ready(args.out)
+        plan = read_plan(args.plan)
+        while plan is None:
+            await asyncio.sleep(0.05)
+            plan = read_plan(args.plan)
+        sampler = Sampler([float(t) for t in plan["samples"]], counters)
+        sampler.start()
+        await asyncio.sleep(max(0.0, float(plan["stop"]) - time.time()))
+        sampler.join(timeout=max(0.0, sampler.instants[-1] - time.time()) + 5)
+        # The result is written before stop(): the parent does not wait for a slow stop.
+        write_result(
+            args.out,
+            {
+                "instance": args.instance,
+                "began": began,
+                "ready": ready,
+                "stopping": time.time(),
+                "samples": sampler.samples,
+                "starts": list(starts),
+            },
+        )
+    signal_stopped(args.out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kind", required=True)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--jobs", type=int, required=True)
+    parser.add_argument("--every-ms", type=int, required=True)
+    parser.add_argument("--instance", required=True)
+    parser.add_argument("--plan", required=True, help="the parent's plan file (JSON)")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s %(message)s"
+    )
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""An example Django project that runs anarchon jobs (docs/django.md)."""

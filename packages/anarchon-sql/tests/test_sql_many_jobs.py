@@ -1,0 +1,144 @@
+"""4 OS processes x 2,000 jobs due every second, >= 10 s together, on PostgreSQL and SQLite.
+
+Every slot of every job in the common window runs exactly once (from the
+processes' records and from the store's history), none is missed, every run is
+a first attempt, and no process logs an outage or an error. The checks per job
+are those of ``anarchon.testing.fleet`` (:class:`~anarchon.testing.fleet.FleetResult`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from anarchon.backend import Backend
+from anarchon.testing.fleet import FleetResult, FleetRun
+from anarchon.types import RunRecord
+from anarchon_sql import PostgresBackend, SqliteBackend
+
+WORKER = str(Path(__file__).with_name("sql_many_jobs_worker.py"))
+PROCESSES = 4
+JOBS = 2000
+EVERY_MS = 1000
+WINDOW_S = 10.0
+STARTUP_S = 25.0
+OUTAGE_WORDS = ("unreachable", "outage", "Traceback", " ERROR ", "CRITICAL")
+
+
+def _parse(outs: list[Path], result_of: dict[str, FleetResult]) -> tuple[list[int], list[int]]:
+    starts: list[int] = []
+    stops: list[int] = []
+    for out in outs:
+        if not out.exists():
+            continue
+        for line in out.read_text().splitlines():
+            fields = line.split()
+            if fields[0] == "start":
+                starts.append(int(fields[1]))
+            elif fields[0] == "stop":
+                stops.append(int(fields[1]))
+            elif fields[0] == "run":
+                job, slot, attempt, instance = fields[1:5]
+                result_of[job].runs.append(FleetRun(int(slot), int(attempt), instance))
+            else:
+                raise AssertionError(f"{out}: not a record: {line!r}")
+    return starts, stops
+
+
+async def _histories(reader: Backend, jobs: list[str], limit: int) -> dict[str, list[RunRecord]]:
+    await reader.init()
+    try:
+        return {job: await reader.history(job, limit) for job in jobs}
+    finally:
+        await reader.close()
+
+
+def _many_jobs(url: str, reader: Backend, tmp_path: Path) -> None:
+    until_ms = int((time.time() + STARTUP_S + WINDOW_S + 8) * 1000)
+    outs = [tmp_path / f"many-{i}.txt" for i in range(PROCESSES)]
+    errs = [tmp_path / f"many-{i}.err" for i in range(PROCESSES)]
+    procs = []
+    began = time.monotonic()
+    try:
+        for i in range(PROCESSES):
+            with open(errs[i], "wb") as err:
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            WORKER,
+                            url,
+                            f"proc-{i}",
+                            str(JOBS),
+                            "1s",
+                            str(until_ms),
+                            str(outs[i]),
+                        ],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        start_new_session=True,
+                    )
+                )
+        deadline = time.monotonic() + STARTUP_S + WINDOW_S + 90
+        for proc in procs:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    elapsed = time.monotonic() - began
+    jobs = [f"m{k}" for k in range(JOBS)]
+    results = {
+        job: FleetResult(job=job, processes=PROCESSES, every_ms=EVERY_MS, window_s=WINDOW_S)
+        for job in jobs
+    }
+    starts, stops = _parse(outs, results)
+    stderr = [e.read_text(errors="replace") for e in errs]
+    codes = [p.returncode for p in procs]
+    histories = asyncio.run(_histories(reader, jobs, 200))
+    problems: list[str] = []
+    for job, result in results.items():
+        result.starts, result.stops = list(starts), list(stops)
+        result.returncodes, result.stderr = codes, stderr
+        result.history = histories[job]
+        for problem in result.problems(min_instances=1):
+            problems.append(f"{job}: {problem}")
+    winners = {r.instance for result in results.values() for r in result.runs}
+    logged = [
+        line
+        for text in stderr
+        for line in text.splitlines()
+        if any(word in line for word in OUTAGE_WORDS)
+    ]
+    sample = results[jobs[0]]
+    print(
+        f"{PROCESSES} processes x {JOBS} jobs every {EVERY_MS} ms: {len(sample.window)} slots"
+        f" per job in {sample.common_s:.1f} s, {sum(len(r.runs) for r in results.values())} runs,"
+        f" winners {sorted(winners)}, {len(problems)} problems, {len(logged)} outage/error"
+        f" lines, {elapsed:.1f} s in all"
+    )
+    by_kind: dict[str, int] = defaultdict(int)
+    for problem in problems:
+        by_kind[problem.split(": ", 1)[1][:60]] += 1
+    assert not problems, f"{len(problems)} problems, e.g. {problems[:5]}; kinds {dict(by_kind)}"
+    assert len(winners) >= 2, f"only {winners} won: the race was not exercised"
+    assert not logged, f"outage or error lines logged: {logged[:10]}"
+
+
+@pytest.mark.slow
+def test_four_processes_two_thousand_jobs_postgres(pg_dsn: str, tmp_path: Path) -> None:
+    url = f"{pg_dsn}?table_prefix=many_&pool_size=8"
+    _many_jobs(url, PostgresBackend.from_url(url), tmp_path)
+
+
+@pytest.mark.slow
+def test_four_processes_two_thousand_jobs_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "many.db"
+    _many_jobs(f"sqlite:///{path}", SqliteBackend(str(path)), tmp_path)

@@ -1,0 +1,237 @@
+"""The claim batcher: every slot due in one wake-up goes to the store in chunks of ``claim_many``.
+
+On lease backends each chunk is one ``RunStore.claim_many`` call; otherwise
+one ``Backend.claim_many`` call, then one ``record_claims`` for the winners.
+Only winners get a handler task (:meth:`ClaimBatcher.on_won`); lease losers
+whose runner is alive become backups (:meth:`ClaimBatcher.on_backup`), whose
+re-checks come back here as ``create=False`` claims, batched the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from anarchon.clock import Clock
+from anarchon.run_state import Phase, Run
+from anarchon.store_batches import StoreBatches, chunks
+from anarchon.store_retry import GAVE_UP, StorePolicy
+from anarchon.tasks import TaskSet
+from anarchon.types import ClaimInput, ClaimOutcome, RunClaim
+
+__all__ = ["ClaimBatcher"]
+
+Won = Callable[[Run, int, float], None]
+"""``on_won(run, attempt, lease_until)``: start the handler (``lease_until`` is monotonic)."""
+Backup = Callable[[Run, "int | None"], None]
+"""``on_backup(run, lease_expires_at)``: watch the run another instance holds."""
+
+
+class ClaimBatcher:
+    """Sends claims in chunks and dispatches the outcomes."""
+
+    def __init__(
+        self,
+        *,
+        instance_id: str,
+        lease_ms: int,
+        batches: StoreBatches,
+        policy: StorePolicy,
+        clock: Clock,
+        tasks: TaskSet,
+        log: logging.Logger,
+        on_won: Won,
+        on_backup: Backup,
+    ) -> None:
+        self.instance_id = instance_id
+        self.lease_ms = lease_ms
+        self.batches = batches
+        self.policy = policy
+        self.clock = clock
+        self.tasks = tasks
+        self.log = log
+        self.on_won = on_won
+        self.on_backup = on_backup
+        self.leases = batches.runs is not None
+        self.stopping = False
+
+    def submit(self, runs: Sequence[Run]) -> None:
+        """Claim ``runs`` now: one task per chunk, none per run."""
+        if not runs:
+            return
+        work = self._lease_chunk if self.leases else self._plain_chunk
+        for chunk in chunks(runs):
+            self.tasks.spawn(work(chunk), "anarchon-claims")
+
+    # Lease backends ----------------------------------------------------
+
+    def _request(self, run: Run) -> RunClaim:
+        job = run.job
+        return RunClaim(
+            job.name,
+            run.slot,
+            run.token,
+            self.instance_id,
+            self.lease_ms,
+            job.max_attempts,
+            job.overlap,
+            run.deadline_ms,
+            not run.recheck,
+            job.history_size,
+            job.history_ttl_ms,
+        )
+
+    async def _lease_chunk(self, runs: Sequence[Run]) -> None:
+        batches = self.batches
+        requests = [self._request(run) for run in runs]
+        sent = self.clock.monotonic()
+        try:  # the common case without the retry wrapper: this is the hot path
+            outcomes = await batches.claim_many(requests)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            if not self.policy.is_transient(error):
+                self._refused(runs, error)
+                return
+            self.policy.note_outage(error)
+            retried = await self._retry(runs, requests)
+            if retried is None:
+                return
+            runs, requests, outcomes, sent = retried
+        else:
+            if self.policy.outage:
+                self.policy.recovered()
+        if len(outcomes) != len(runs):
+            self._refused(runs, _count_error(len(outcomes), len(runs)))
+            return
+        lease_until = sent + self.lease_ms / 1000
+        released: list[Run] = []
+        for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
+            kind = outcome.kind
+            if kind == "won":
+                if self.stopping:
+                    released.append(run)
+                else:
+                    self.on_won(run, outcome.attempt, lease_until)
+            elif kind == "running" and not self.stopping:
+                self.on_backup(run, outcome.lease_expires_at)
+            else:
+                if kind == "overlap":
+                    self.log.info(
+                        "anarchon: %s slot %d skipped: an earlier run still holds its lease"
+                        " (overlap=False)",
+                        run.job.name,
+                        run.slot,
+                    )
+                run.phase = Phase.ENDED  # done, none, late, or a kind this version does not know
+        for run in released:
+            await self._release(run)
+
+    async def _retry(
+        self, runs: Sequence[Run], requests: list[RunClaim]
+    ) -> tuple[Sequence[Run], list[RunClaim], list[ClaimOutcome], float] | None:
+        """Retry a failed chunk (same tokens) while each claim's deadline lasts."""
+        sent = 0.0
+        current: list[int] = []
+
+        async def attempt() -> list[ClaimOutcome]:
+            nonlocal sent, current
+            now = self.policy.now_ms()
+            current = [i for i, run in enumerate(runs) if now <= run.deadline_ms]
+            sent = self.clock.monotonic()
+            return await self.batches.claim_many([requests[i] for i in current])
+
+        deadline = max(run.deadline_ms for run in runs)
+        try:
+            outcomes = await self.policy.call(attempt, deadline, gated=False)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self._refused(runs, error)
+            return None
+        if outcomes is GAVE_UP:
+            for run in runs:
+                run.phase = Phase.ENDED
+            return None
+        for i, run in enumerate(runs):
+            if i not in set(current):
+                run.phase = Phase.ENDED
+        return [runs[i] for i in current], [requests[i] for i in current], outcomes, sent
+
+    async def _release(self, run: Run) -> None:
+        runs = self.batches.runs
+        assert runs is not None
+        try:
+            await self.policy.call(lambda: runs.release(run.job.name, run.slot, run.token))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.policy.report("release", error, job=run.job.name)
+        run.phase = Phase.ENDED
+
+    # Claim-only backends -------------------------------------------------
+
+    def _input(self, run: Run) -> ClaimInput:
+        job = run.job
+        return ClaimInput(
+            job.name, run.slot, run.token, self.instance_id, job.history_size, job.history_ttl_ms
+        )
+
+    async def _plain_chunk(self, runs: Sequence[Run]) -> None:
+        inputs = [self._input(run) for run in runs]
+        deadline = max(run.deadline_ms for run in runs)
+        try:
+            try:
+                answers = await self.batches.plain_claim_many(inputs)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if not self.policy.is_transient(error):
+                    raise
+                self.policy.note_outage(error)
+                answers = await self.policy.call(
+                    lambda: self.batches.plain_claim_many(inputs), deadline, gated=False
+                )
+            else:
+                if self.policy.outage:
+                    self.policy.recovered()
+            if answers is GAVE_UP:
+                for run in runs:
+                    run.phase = Phase.ENDED
+                return
+            if len(answers) != len(runs):
+                raise _count_error(len(answers), len(runs))
+            winners = [i for i, won in enumerate(answers) if won]
+            won_inputs = [inputs[i] for i in winners]
+            if won_inputs and not self.batches.records_nothing:
+                recorded = await self.policy.complete(
+                    lambda: self.batches.record_claims(won_inputs), deadline, gated=False
+                )
+                if not recorded:
+                    winners = []
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self._refused(runs, error)
+            return
+        won = set(winners)
+        for i, run in enumerate(runs):
+            if i in won and not self.stopping:
+                self.on_won(run, 1, 0.0)
+            else:
+                run.phase = Phase.ENDED
+
+    # Errors ----------------------------------------------------------------
+
+    def _refused(self, runs: Sequence[Run], error: BaseException) -> None:
+        """A permanent error: log it once, drop the claims (no run started, nothing to record)."""
+        self.policy.report("claims", error)
+        for run in runs:
+            run.phase = Phase.ENDED
+
+
+def _count_error(got: int, sent: int) -> Exception:
+    from anarchon.errors import BackendError
+
+    return BackendError(f"a batch member returned {got} answers for {sent} items")

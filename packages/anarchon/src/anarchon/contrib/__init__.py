@@ -1,0 +1,1 @@
+"""Integrations with web frameworks: :mod:`anarchon.contrib.django`, :mod:`anarchon.contrib.flask`."""

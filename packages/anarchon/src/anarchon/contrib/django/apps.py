@@ -1,0 +1,39 @@
+"""The Django app config: checks the settings and, with ``AUTOSTART``, starts in-process."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import Any
+
+from django.apps import AppConfig
+
+_started = threading.Lock()
+
+
+class AnarchonConfig(AppConfig):  # type: ignore[misc]  # Django ships no type hints
+    """``anarchon.contrib.django``: settings checked at start-up; ``AUTOSTART`` on first request."""
+
+    name = "anarchon.contrib.django"
+    label = "anarchon"
+    verbose_name = "anarchon scheduler"
+
+    def ready(self) -> None:
+        from anarchon.contrib.django import settings_of_anarchon
+
+        if settings_of_anarchon()["AUTOSTART"]:
+            # On the first request, not here: management commands (migrate,
+            # the runserver reloader's parent) never start a scheduler.
+            from django.core.signals import request_started
+
+            request_started.connect(_autostart, dispatch_uid="anarchon-autostart")
+
+
+def _autostart(**kwargs: Any) -> None:
+    from anarchon.contrib.django import load_jobs
+
+    if not _started.acquire(blocking=False):
+        return
+    scheduler = load_jobs()
+    scheduler.start()
+    atexit.register(scheduler.stop)

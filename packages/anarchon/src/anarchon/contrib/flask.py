@@ -1,0 +1,116 @@
+"""anarchon in a Flask app (docs/flask.md).
+
+::
+
+    from anarchon.contrib.flask import Anarchon
+
+    jobs = Anarchon()          # declare jobs now, configure later
+
+    @jobs.every("cleanup", "5m")
+    def cleanup(ctx): ...
+
+    def create_app():
+        app = Flask(__name__)
+        app.config["ANARCHON_BACKEND_URL"] = "redis://cache:6379/0"
+        jobs.init_app(app)
+        return app
+
+``flask --app myapp anarchon run`` runs the scheduler until SIGTERM with
+hand-over; with ``ANARCHON_AUTOSTART = True`` it starts in the web process on
+the first request instead. Reads go through the sync facade: ``jobs.scheduler.history("cleanup")``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import Any
+
+import click
+from flask import Flask
+from flask.cli import AppGroup
+
+from anarchon.errors import InvalidConfigError
+from anarchon.sync import SyncScheduler
+
+__all__ = ["Anarchon"]
+
+
+class Anarchon:
+    """The Flask extension: a :class:`~anarchon.SyncScheduler` configured from ``app.config``.
+
+    Config keys: ``ANARCHON_BACKEND_URL`` (default: ``$ANARCHON_BACKEND_URL``),
+    ``ANARCHON_INSTANCE_ID``, ``ANARCHON_AUTOSTART`` (False) and
+    ``ANARCHON_OPTIONS`` (more ``Scheduler(...)`` options). Jobs declared with
+    :meth:`every`/:meth:`cron` before :meth:`init_app` are added when it runs.
+    """
+
+    def __init__(self, app: Flask | None = None) -> None:
+        self._pending: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._scheduler: SyncScheduler | None = None
+        self._autostarted = threading.Lock()
+        if app is not None:
+            self.init_app(app)
+
+    @property
+    def scheduler(self) -> SyncScheduler:
+        """The sync scheduler (after :meth:`init_app`)."""
+        if self._scheduler is None:
+            raise InvalidConfigError("Anarchon.init_app(app) has not been called yet")
+        return self._scheduler
+
+    def every(self, name: str, interval: Any, **options: Any) -> Any:
+        """A decorator: ``Scheduler.every(name, interval, **options)``."""
+        return self._declare("every", name, interval, options)
+
+    def cron(self, name: str, expression: Any, **options: Any) -> Any:
+        """A decorator: ``Scheduler.cron(name, expression, **options)``."""
+        return self._declare("cron", name, expression, options)
+
+    def _declare(self, kind: str, name: str, schedule: Any, options: dict[str, Any]) -> Any:
+        def decorator(handler: Any) -> Any:
+            if self._scheduler is not None:
+                getattr(self._scheduler, kind)(name, schedule, handler, **options)
+            else:
+                self._pending.append((kind, (name, schedule, handler), options))
+            return handler
+
+        return decorator
+
+    def init_app(self, app: Flask) -> None:
+        """Build the scheduler from ``app.config``, add the declared jobs, register the CLI."""
+        if self._scheduler is not None:
+            raise InvalidConfigError("this Anarchon extension is already bound to an app")
+        options = app.config.get("ANARCHON_OPTIONS", {})
+        if not isinstance(options, dict):
+            raise InvalidConfigError("ANARCHON_OPTIONS must be a dict of Scheduler options")
+        scheduler = SyncScheduler(
+            app.config.get("ANARCHON_BACKEND_URL"),
+            instance_id=app.config.get("ANARCHON_INSTANCE_ID"),
+            **options,
+        )
+        for kind, args, kw in self._pending:
+            getattr(scheduler, kind)(*args, **kw)
+        self._pending.clear()
+        self._scheduler = scheduler
+        app.extensions["anarchon"] = self
+        app.cli.add_command(self._commands())
+        if app.config.get("ANARCHON_AUTOSTART", False):
+            app.before_request(self._autostart)
+
+    def _autostart(self) -> None:
+        if self._autostarted.acquire(blocking=False):
+            self.scheduler.start()
+            atexit.register(self.scheduler.stop)
+
+    def _commands(self) -> AppGroup:
+        group = AppGroup("anarchon", help="The anarchon scheduler.")
+
+        @group.command("run")
+        def run() -> None:
+            """Run the scheduler until SIGTERM/SIGINT; running jobs are handed over."""
+            from anarchon.contrib._serve import serve_until_signal
+
+            serve_until_signal(self.scheduler, click.echo)
+
+        return group

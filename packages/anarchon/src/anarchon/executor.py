@@ -1,0 +1,128 @@
+"""The run executor: runs a won slot's handler, with its timeout and cancellation.
+
+A handler task exists only for a run this instance won. When the handler
+ends, the run moves to ``FINISHING`` and its outcome goes to the result
+batcher (``on_ended``); the run stays in :attr:`RunExecutor.active` until its
+end is stored, so its lease is renewed until the finish lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from anarchon.context import RunContext
+from anarchon.run_state import Ending, Phase, Run
+from anarchon.tasks import TaskSet
+
+__all__ = ["Outcome", "RunExecutor"]
+
+Outcome = tuple[str, "str | None", int, int]
+"""``(status, error, started_at, finished_at)`` of one handler call (store time, ms)."""
+
+
+class RunExecutor:
+    """Starts handler tasks for winners and reports how each ended."""
+
+    def __init__(
+        self,
+        *,
+        instance_id: str,
+        now_ms: Callable[[], int],
+        tasks: TaskSet,
+        log: logging.Logger,
+        on_ended: Callable[[Run, Outcome], None],
+    ) -> None:
+        self.instance_id = instance_id
+        self.now_ms = now_ms
+        self.tasks = tasks
+        self.log = log
+        self.on_ended = on_ended
+        self.active: dict[tuple[str, int], Run] = {}
+        """Runs this instance won, by ``(job, slot)``, until their end is stored."""
+
+    def start(self, run: Run, attempt: int, lease_until: float) -> None:
+        """Start the handler of a won run (``lease_until``: monotonic end of the new lease)."""
+        run.attempt = attempt
+        run.lease_until = lease_until
+        run.phase = Phase.RUNNING
+        job = run.job
+        run.ctx = RunContext(job.name, run.slot, self.instance_id, attempt, run.token)
+        self.active[(job.name, run.slot)] = run
+        # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
+        run.task = asyncio.get_running_loop().create_task(self._execute(run))
+
+    def tasks_running(self) -> set[asyncio.Task[Any]]:
+        """The handler tasks still running."""
+        return {
+            run.task for run in self.active.values() if run.task is not None and not run.task.done()
+        }
+
+    async def _execute(self, run: Run) -> None:
+        try:
+            outcome = await self.invoke(run)
+        except BaseException:
+            self.active.pop(run.key, None)
+            run.phase = Phase.ENDED
+            raise
+        run.phase = Phase.FINISHING
+        self.on_ended(run, outcome)
+
+    def ended(self, run: Run) -> None:
+        """The run's end is stored (or dropped): forget it."""
+        run.phase = Phase.ENDED
+        if self.active.get(run.key) is run:
+            del self.active[run.key]
+
+    async def invoke(self, run: Run) -> Outcome:
+        """Run the handler; return ``(status, error, started_at, finished_at)``."""
+        job, ctx = run.job, run.ctx
+        assert ctx is not None
+        loop = asyncio.get_running_loop()
+        if job.timeout_ms is not None:
+            run.timeout_timer = loop.call_later(job.timeout_ms / 1000, self.cancel, run, "timeout")
+        started = self.now_ms()
+        status, error = "ok", None
+        run.phase = Phase.RUNNING
+        try:
+            if job.is_async:
+                await job.handler(ctx)  # type: ignore[misc]
+            else:
+                call = functools.partial(contextvars.copy_context().run, job.handler, ctx)
+                await loop.run_in_executor(None, call)
+        except asyncio.CancelledError:
+            if not ctx.cancelled.is_set():
+                raise
+            task = asyncio.current_task()
+            if task is not None and sys.version_info >= (3, 11):
+                task.uncancel()
+            status = "timeout" if ctx.cancelled.reason == "timeout" else "cancelled"
+        except Exception as exc:
+            status, error = "error", f"{type(exc).__name__}: {exc}"
+            self.log.error(
+                "anarchon: job %s slot %d failed: %s", job.name, ctx.slot, error, exc_info=exc
+            )
+        finally:
+            run.phase = Phase.FINISHING
+            if run.timeout_timer is not None:
+                run.timeout_timer.cancel()
+        reason = ctx.cancelled.reason if ctx.cancelled.is_set() else None
+        if status == "ok" and reason == "timeout":
+            status = "timeout"
+        if run.ending is Ending.STORE_ERROR and status in ("ok", "cancelled"):
+            status, error = "error", run.store_error
+        return status, error, started, self.now_ms()
+
+    def cancel(self, run: Run, reason: str) -> None:
+        """Signal ``ctx.cancelled`` and cancel the handler if it is still running."""
+        ctx = run.ctx
+        if ctx is None:
+            return
+        ctx.cancelled.set(reason)
+        if run.phase is Phase.RUNNING and run.task is not None:
+            run.task.cancel()

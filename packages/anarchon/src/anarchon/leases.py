@@ -1,0 +1,214 @@
+"""The lease keeper: heartbeats for the leases this instance holds, and re-checks of backups.
+
+- Every heartbeat tick, every lease held (handler running, or ended with its
+  finish not yet landed) is renewed by one ``heartbeat_many`` per chunk;
+  each answer is per run: False means another instance owns the run now.
+- A lease whose last confirmed end has passed by this instance's monotonic
+  clock is lost, even while the store is unreachable: the handler is
+  cancelled (``ctx.cancelled``) and no result is stored.
+- A backup (a lease loser whose runner is alive) is re-checked every
+  heartbeat, and just after the lease would expire; re-checks due together
+  go to the claim batcher as one batch of ``create=False`` claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+
+from anarchon.clock import Clock
+from anarchon.run_state import Ending, Phase, Run
+from anarchon.store_batches import StoreBatches, chunks
+from anarchon.store_retry import StorePolicy, describe_error
+from anarchon.tasks import TaskSet
+from anarchon.types import RunKey
+
+__all__ = ["LeaseKeeper"]
+
+_RECHECK_WINDOW_S = 0.005
+"""Backup re-checks due within this window go out together."""
+_EXPIRY_MARGIN_MS = 5
+"""A backup re-checks this long after the runner's lease would expire."""
+
+
+class LeaseKeeper:
+    """Renews held leases in batches and schedules backup re-checks."""
+
+    def __init__(
+        self,
+        *,
+        lease_ms: int,
+        heartbeat_ms: int,
+        batches: StoreBatches,
+        policy: StorePolicy,
+        clock: Clock,
+        store_now: Callable[[], int],
+        active: dict[tuple[str, int], Run],
+        log: logging.Logger,
+        cancel: Callable[[Run, str], None],
+        recheck: Callable[[Sequence[Run]], None],
+        tasks: TaskSet,
+    ) -> None:
+        self.lease_ms = lease_ms
+        self.interval = heartbeat_ms / 1000
+        self.batches = batches
+        self.policy = policy
+        self.clock = clock
+        self.store_now = store_now
+        self.active = active
+        self.log = log
+        self.cancel = cancel
+        self.recheck = recheck
+        self.tasks = tasks
+        self._backups: list[tuple[float, int, Run]] = []
+        self._order = itertools.count()
+        self._beating = False
+        self._next_beat = 0.0
+        self._wake: asyncio.Future[None] | None = None
+
+    # Backups -------------------------------------------------------------
+
+    def add_backup(self, run: Run, lease_expires_at: int | None) -> None:
+        """Watch ``run``: re-check every heartbeat and just after the lease would expire."""
+        run.phase = Phase.BACKUP
+        run.recheck = True
+        wait_ms = self.interval * 1000
+        if lease_expires_at is not None:
+            left = max(lease_expires_at - self.store_now(), 0) + _EXPIRY_MARGIN_MS
+            wait_ms = min(wait_ms, left)
+        due = self.clock.monotonic() + wait_ms / 1000
+        first = not self._backups or due < self._backups[0][0]
+        heapq.heappush(self._backups, (due, next(self._order), run))
+        if first:
+            self._poke()
+
+    def drop_backups(self) -> None:
+        """Stop watching every backup (on stop)."""
+        for _due, _n, run in self._backups:
+            run.phase = Phase.ENDED
+        self._backups.clear()
+
+    def _due_backups(self, now: float) -> list[Run]:
+        due: list[Run] = []
+        limit = now + _RECHECK_WINDOW_S
+        backups = self._backups
+        while backups and backups[0][0] <= limit:
+            run = heapq.heappop(backups)[2]
+            if run.phase is Phase.BACKUP:
+                run.phase = Phase.CLAIMING
+                due.append(run)
+        return due
+
+    # The loop --------------------------------------------------------------
+
+    def _poke(self) -> None:
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def run(self) -> None:
+        """Renew leases, expire lost ones locally, and hand due re-checks to the claim batcher.
+
+        Runs apart from the handlers, so a blocking handler cannot starve it.
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            now = self.clock.monotonic()
+            wake = now + self.interval
+            held: list[Run] = []
+            for run in list(self.active.values()):
+                if not run.holds_lease:
+                    continue
+                if now >= run.lease_until:
+                    self.lose(run, "its lease expired while the store was unreachable")
+                    continue
+                held.append(run)
+                wake = min(wake, run.lease_until)
+            if held and not self._beating and now >= self._next_beat:
+                self._beating = True
+                self._next_beat = now + self.interval
+                self.tasks.spawn(self._beat(held), "anarchon-heartbeats")
+            if held and not self._beating:
+                wake = min(wake, self._next_beat)
+            due = self._due_backups(now)
+            if due:
+                self.recheck(due)
+            if self._backups:
+                wake = min(wake, self._backups[0][0])
+            sleeper = loop.create_future()
+            timer = loop.call_later(max(0.001, wake - self.clock.monotonic()), _wake_up, sleeper)
+            self._wake = sleeper
+            try:
+                await sleeper
+            finally:
+                timer.cancel()
+                self._wake = None
+
+    async def _beat(self, held: list[Run]) -> None:
+        """One heartbeat tick: renew every held lease, one ``heartbeat_many`` per chunk."""
+        try:
+            await asyncio.gather(*(self._beat_chunk(chunk) for chunk in chunks(held)))
+        finally:
+            self._beating = False
+            self._poke()
+
+    async def _beat_chunk(self, runs: Sequence[Run]) -> None:
+        keys = [RunKey(run.job.name, run.slot, run.token) for run in runs]
+        sent = self.clock.monotonic()
+        timeout = max(0.001, max(run.lease_until for run in runs) - sent)
+        try:
+            answers = await asyncio.wait_for(
+                self.batches.heartbeat_many(keys, self.lease_ms), timeout
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            transient = isinstance(error, asyncio.TimeoutError) or self.policy.is_transient(error)
+            if transient:
+                self.policy.note_outage(error)
+                self._next_beat = min(self._next_beat, self.clock.monotonic() + self.interval / 4)
+            else:
+                self._refused(runs, error)
+            return
+        if self.policy.outage:
+            self.policy.recovered()
+        lease_until = sent + self.lease_ms / 1000
+        for run, ok in zip(runs, answers):  # noqa: B905 - a short answer renews fewer leases
+            if not run.holds_lease:
+                continue
+            if ok:
+                run.lease_until = lease_until
+            else:
+                self.lose(run, "another instance owns the run now")
+
+    def lose(self, run: Run, why: str) -> None:
+        """The lease is gone: cancel the handler; its result will not be stored."""
+        if not run.holds_lease:
+            return
+        run.ending = Ending.LEASE_LOST
+        self.log.warning(
+            "anarchon: %s slot %d attempt %d lost its lease (%s); cancelling the handler",
+            run.job.name,
+            run.slot,
+            run.attempt,
+            why,
+        )
+        self.cancel(run, "lease_lost")
+
+    def _refused(self, runs: Sequence[Run], error: BaseException) -> None:
+        """A permanent heartbeat error: log it once; end the runs with status error."""
+        self.policy.report("heartbeats", error)
+        text = f"the store refused the lease's renewal: {describe_error(error)}"
+        for run in runs:
+            if run.holds_lease and run.ending is None:
+                run.ending = Ending.STORE_ERROR
+                run.store_error = text
+                self.cancel(run, "store_error")
+
+
+def _wake_up(sleeper: asyncio.Future[None]) -> None:
+    if not sleeper.done():
+        sleeper.set_result(None)

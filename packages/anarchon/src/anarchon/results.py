@@ -1,0 +1,223 @@
+"""The result batcher: runs that end within a few ms are finished and stored together.
+
+On lease backends one ``finish_many`` per chunk, then one ``save_results``
+with the results of the finishes that returned True (False: the lease was
+lost, the result is not stored). On claim-only backends one ``save_results``.
+A run whose lease was lost stores nothing; a run handed over on stop is
+released instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from anarchon.clock import Clock
+from anarchon.executor import Outcome
+from anarchon.run_state import Ending, Run
+from anarchon.store_batches import StoreBatches, chunks
+from anarchon.store_retry import GAVE_UP, StorePolicy, describe_error
+from anarchon.tasks import TaskSet
+from anarchon.types import ResultWrite, RunFinish, StoredResult
+
+__all__ = ["FINISH_WINDOW_S", "ResultBatcher"]
+
+FINISH_WINDOW_S = 0.003
+"""Runs that end within this window share one ``finish_many``/``save_results``."""
+
+
+class ResultBatcher:
+    """Collects ended runs and stores their ends in batches."""
+
+    def __init__(
+        self,
+        *,
+        instance_id: str,
+        batches: StoreBatches,
+        policy: StorePolicy,
+        clock: Clock,
+        tasks: TaskSet,
+        log: logging.Logger,
+        on_stored: Callable[[Run], None],
+    ) -> None:
+        self.instance_id = instance_id
+        self.batches = batches
+        self.policy = policy
+        self.clock = clock
+        self.tasks = tasks
+        self.log = log
+        self.on_stored = on_stored
+        self.leases = batches.runs is not None
+        self._pending: list[tuple[Run, StoredResult]] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def submit(self, run: Run, outcome: Outcome) -> None:
+        """Queue the end of ``run``; it is stored within :data:`FINISH_WINDOW_S`."""
+        status, error, started, finished = outcome
+        result = StoredResult(
+            run.slot, run.token, self.instance_id, status, started, finished, error, run.attempt
+        )
+        self._pending.append((run, result))
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(FINISH_WINDOW_S, self.flush)
+
+    def flush(self) -> None:
+        """Send everything queued now (one task per chunk)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        work = self._finish_chunk if self.leases else self._save_chunk
+        for chunk in chunks(pending):
+            self.tasks.spawn(work(chunk), "anarchon-results")
+
+    # Lease backends ----------------------------------------------------
+
+    async def _finish_chunk(self, chunk: Sequence[tuple[Run, StoredResult]]) -> None:
+        finishing: list[tuple[Run, StoredResult]] = []
+        for run, result in chunk:
+            if run.ending is Ending.LEASE_LOST:
+                self.log.warning(
+                    "anarchon: %s slot %d attempt %d lost its lease; its result is not stored",
+                    run.job.name,
+                    run.slot,
+                    run.attempt,
+                )
+                self.on_stored(run)
+            elif run.ending is Ending.HAND_OVER:
+                await self._release(run)
+            else:
+                finishing.append((run, result))
+        if not finishing:
+            return
+        answers = await self._finish(finishing)
+        writes: list[ResultWrite] = []
+        stored: list[Run] = []
+        for (run, result), ok in zip(finishing, answers):  # noqa: B905 - same length
+            self.on_stored(run)  # the finish landed (or failed): the lease needs no renewal
+            if ok is True:
+                writes.append(
+                    ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
+                )
+                stored.append(run)
+            elif isinstance(ok, BaseException):
+                result.status = "error"
+                result.error = f"the store refused to finish the run: {describe_error(ok)}"
+                writes.append(
+                    ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
+                )
+            else:
+                self.log.warning(
+                    "anarchon: %s slot %d: lease lost before finish; result not stored",
+                    run.job.name,
+                    run.slot,
+                )
+        await self._save(writes)
+
+    async def _finish(
+        self, finishing: Sequence[tuple[Run, StoredResult]]
+    ) -> list[bool | BaseException]:
+        """``finish_many``; retried only while each run's lease lasts (then a backup may own it)."""
+        requests = [
+            RunFinish(run.job.name, run.slot, run.token, result.status, result.error)
+            for run, result in finishing
+        ]
+        try:
+            answers: list[bool | BaseException] = list(await self.batches.finish_many(requests))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            if not self.policy.is_transient(error):
+                self.policy.report("finishes", error)
+                return [error] * len(finishing)
+            self.policy.note_outage(error)
+            return await self._retry_finish(finishing, requests)
+        if self.policy.outage:
+            self.policy.recovered()
+        if len(answers) != len(requests):
+            return [False] * len(requests)
+        return answers
+
+    async def _retry_finish(
+        self, finishing: Sequence[tuple[Run, StoredResult]], requests: list[RunFinish]
+    ) -> list[bool | BaseException]:
+        answers: list[bool | BaseException] = [False] * len(requests)
+        current: list[int] = []
+
+        async def attempt() -> list[bool]:
+            nonlocal current
+            now = self.clock.monotonic()
+            current = [i for i, (run, _r) in enumerate(finishing) if run.lease_until > now]
+            if not current:
+                return []
+            return await self.batches.finish_many([requests[i] for i in current])
+
+        left_s = max(run.lease_until for run, _r in finishing) - self.clock.monotonic()
+        deadline = self.policy.now_ms() + int(left_s * 1000)
+        try:
+            got = await self.policy.call(attempt, deadline, gated=False)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.policy.report("finishes", error)
+            return [error] * len(requests)
+        if got is GAVE_UP or len(got) != len(current):
+            return answers
+        for i, ok in zip(current, got):  # noqa: B905 - lengths checked
+            answers[i] = ok
+        return answers
+
+    async def _release(self, run: Run) -> None:
+        runs = self.batches.runs
+        assert runs is not None
+        try:
+            released = await self.policy.call(
+                lambda: runs.release(run.job.name, run.slot, run.token)
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.policy.report("release", error, job=run.job.name)
+            released = False
+        self.log.info(
+            "anarchon: %s slot %d handed over on stop (released=%s)",
+            run.job.name,
+            run.slot,
+            released is True,
+        )
+        self.on_stored(run)
+
+    # Claim-only backends -------------------------------------------------
+
+    async def _save_chunk(self, chunk: Sequence[tuple[Run, StoredResult]]) -> None:
+        writes = [
+            ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
+            for run, result in chunk
+        ]
+        await self._save(writes)
+        for run, _result in chunk:
+            self.on_stored(run)
+
+    async def _save(self, writes: Sequence[ResultWrite]) -> None:
+        if not writes:
+            return
+        try:
+            try:
+                await self.batches.save_results(writes)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if not self.policy.is_transient(error):
+                    raise
+                self.policy.note_outage(error)
+                await self.policy.complete(lambda: self.batches.save_results(writes), gated=False)
+            else:
+                if self.policy.outage:
+                    self.policy.recovered()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.policy.report("results", error)

@@ -1,0 +1,110 @@
+"""The state of one run on this instance: an explicit object instead of task names and flags.
+
+A :class:`Run` is made when a slot falls due and lives until its end is
+stored (or it is dropped). Its :class:`Phase` says where it is; ``ending``
+says why it stops early, if it does.
+
+::
+
+    CLAIMING ──won──▶ RUNNING ──handler ended──▶ FINISHING ──stored──▶ ENDED
+        │  ▲
+  running│  │re-check (create=False)
+        ▼  │
+        BACKUP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from typing import Any
+
+from anarchon.context import RunContext
+from anarchon.jobs import Job
+
+__all__ = ["Ending", "Phase", "Run"]
+
+
+class Phase(enum.Enum):
+    """Where a run is."""
+
+    CLAIMING = "claiming"
+    """Its claim is queued or in flight."""
+    BACKUP = "backup"
+    """Another instance holds the lease; this one re-checks it."""
+    RUNNING = "running"
+    """The handler runs here (the lease is renewed)."""
+    FINISHING = "finishing"
+    """The handler ended; its end is on the way to the store (the lease is still renewed)."""
+    ENDED = "ended"
+    """Nothing left to do here."""
+
+
+class Ending(enum.Enum):
+    """Why a run ends other than by its handler returning."""
+
+    LEASE_LOST = "lease_lost"
+    """Another instance owns the run now: no result is stored."""
+    HAND_OVER = "hand_over"
+    """Stopping: the lease is released so a backup takes over."""
+    STORE_ERROR = "store_error"
+    """The store refused the lease's renewal with a permanent error."""
+
+
+class Run:
+    """One run of ``(job, slot)`` on this instance."""
+
+    __slots__ = (
+        "attempt",
+        "ctx",
+        "deadline_ms",
+        "ending",
+        "job",
+        "lease_until",
+        "leased",
+        "phase",
+        "recheck",
+        "slot",
+        "store_error",
+        "task",
+        "timeout_timer",
+        "token",
+    )
+
+    def __init__(self, job: Job, slot: int, token: str, deadline_ms: int, *, leased: bool) -> None:
+        self.job = job
+        self.slot = slot
+        self.token = token
+        self.deadline_ms = deadline_ms
+        """Store time after which a claim that would create the run is late."""
+        self.leased = leased
+        """True on lease backends (the run holds a lease while it runs)."""
+        self.phase = Phase.CLAIMING
+        self.ending: Ending | None = None
+        self.recheck = False
+        """True once this run has been a backup: its claims no longer create the run."""
+        self.attempt = 0
+        self.lease_until = 0.0
+        """Monotonic time at which the last confirmed lease ends (the runner's view)."""
+        self.store_error: str | None = None
+        """The permanent store error that ended the run (``Ending.STORE_ERROR``)."""
+        self.ctx: RunContext | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.timeout_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """``(job, slot)``."""
+        return (self.job.name, self.slot)
+
+    @property
+    def holds_lease(self) -> bool:
+        """True while this instance's lease must be renewed (running or finishing, not lost)."""
+        return (
+            self.leased
+            and self.phase in (Phase.RUNNING, Phase.FINISHING)
+            and self.ending is not Ending.LEASE_LOST
+        )
+
+    def __repr__(self) -> str:
+        return f"Run({self.job.name!r}, {self.slot}, {self.phase.value}, attempt={self.attempt})"

@@ -1,0 +1,149 @@
+"""The batch members of a backend as the scheduler calls them: chunked, bounded, retried.
+
+A native batch member is one store operation (it holds one permit of the
+in-flight bound). A backend without native members (the base class's per-item
+fallback) gets the single calls here instead, each holding a permit, so the
+bound counts store operations either way (docs/extending.md, "Batch members").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from anarchon.backend import Backend, RunStore
+from anarchon.batching import per_item
+from anarchon.store_retry import StorePolicy
+from anarchon.types import ClaimInput, ClaimOutcome, ResultWrite, RunClaim, RunFinish, RunKey
+
+__all__ = ["CHUNK", "StoreBatches", "chunks"]
+
+Item = TypeVar("Item")
+Answer = TypeVar("Answer")
+
+CHUNK = 500
+"""Items per batch call."""
+
+
+def chunks(items: Sequence[Item], size: int = CHUNK) -> list[Sequence[Item]]:
+    """``items`` cut into consecutive pieces of at most ``size``."""
+    if len(items) <= size:
+        return [items]
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _native(obj: object, name: str, base: type) -> bool:
+    """True unless ``obj``'s class inherits ``base.name`` unchanged (the per-item fallback)."""
+    return getattr(type(obj), name, None) is not getattr(base, name)
+
+
+def _is_noop_record_claim(backend: Backend) -> bool:
+    """True when neither ``record_claim`` nor ``record_claims`` is overridden (both do nothing)."""
+    return not _native(backend, "record_claim", Backend) and not _native(
+        backend, "record_claims", Backend
+    )
+
+
+class StoreBatches:
+    """One scheduler's batch calls to its backend, each one attempt (the caller retries)."""
+
+    def __init__(self, backend: Backend, policy: StorePolicy) -> None:
+        self.backend = backend
+        self.runs: RunStore | None = backend.runs
+        self.policy = policy
+        runs = self.runs
+        self.native_claims = _native(runs, "claim_many", RunStore) if runs else False
+        self.native_beats = _native(runs, "heartbeat_many", RunStore) if runs else False
+        self.native_finishes = _native(runs, "finish_many", RunStore) if runs else False
+        self.native_plain_claims = _native(backend, "claim_many", Backend)
+        self.native_saves = _native(backend, "save_results", Backend)
+        self.native_records = _native(backend, "record_claims", Backend)
+        self.records_nothing = _is_noop_record_claim(backend)
+
+    async def _run(
+        self,
+        native: bool,
+        batch: Callable[[], Awaitable[list[Answer]]],
+        single: Callable[[Item], Awaitable[Answer]],
+        items: Sequence[Item],
+    ) -> list[Answer]:
+        gate = self.policy.gate
+        if native:
+            async with gate:
+                return await batch()
+
+        async def one(item: Item) -> Answer:
+            async with gate:
+                return await single(item)
+
+        return await per_item(one, items, self.policy.max_in_flight)
+
+    # Lease store ---------------------------------------------------------
+
+    async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
+        """``runs.claim_many`` (or single claims under the bound)."""
+        runs = self.runs
+        assert runs is not None
+        return await self._run(
+            self.native_claims, lambda: runs.claim_many(claims), runs.claim, claims
+        )
+
+    async def heartbeat_many(self, keys: Sequence[RunKey], lease_ms: int) -> list[bool]:
+        """``runs.heartbeat_many`` (or single heartbeats under the bound)."""
+        runs = self.runs
+        assert runs is not None
+        return await self._run(
+            self.native_beats,
+            lambda: runs.heartbeat_many(keys, lease_ms),
+            lambda k: runs.heartbeat(k.job, k.slot, k.token, lease_ms),
+            keys,
+        )
+
+    async def finish_many(self, finishes: Sequence[RunFinish]) -> list[bool]:
+        """``runs.finish_many`` (or single finishes under the bound)."""
+        runs = self.runs
+        assert runs is not None
+        return await self._run(
+            self.native_finishes,
+            lambda: runs.finish_many(finishes),
+            lambda f: runs.finish(f.job, f.slot, f.token, f.status, f.error),
+            finishes,
+        )
+
+    # Claims and history ----------------------------------------------------
+
+    async def plain_claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
+        """``backend.claim_many`` (or single claims under the bound)."""
+        backend = self.backend
+        return await self._run(
+            self.native_plain_claims, lambda: backend.claim_many(inputs), backend.claim, inputs
+        )
+
+    async def record_claims(self, inputs: Sequence[ClaimInput]) -> None:
+        """``backend.record_claims``; nothing at all when the backend records nothing."""
+        if self.records_nothing or not inputs:
+            return
+        backend = self.backend
+
+        async def batch() -> list[Any]:
+            await backend.record_claims(inputs)
+            return []
+
+        await self._run(self.native_records, batch, backend.record_claim, inputs)
+
+    async def save_results(self, writes: Sequence[ResultWrite]) -> None:
+        """``backend.save_results`` (or single saves under the bound)."""
+        if not writes:
+            return
+        backend = self.backend
+
+        async def batch() -> list[Any]:
+            await backend.save_results(writes)
+            return []
+
+        await self._run(
+            self.native_saves,
+            batch,
+            lambda w: backend.save_result(w.job, w.result, w.history_size, w.history_ttl_ms),
+            writes,
+        )

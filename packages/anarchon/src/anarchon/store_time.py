@@ -1,0 +1,59 @@
+"""Store time as one instance estimates it (docs/concepts.md, "Time").
+
+Every slot is scheduled on the store's clock. An instance reads that clock at
+each sync and, between syncs, adds the *monotonic* time elapsed since: a step
+of the local wall clock (an NTP correction, a VM resume) between syncs changes
+nothing. A backend without a clock (``now_ms()`` is None) is read as the local
+wall clock at each sync, and monotonic time in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from anarchon.clock import Clock
+
+__all__ = ["SYNC_INTERVAL_S", "StoreTime"]
+
+SYNC_INTERVAL_S = 60.0
+"""Seconds between two readings of the store clock."""
+
+
+class StoreTime:
+    """``now_ms()``: the store clock at the last sync plus monotonic time elapsed since."""
+
+    __slots__ = ("_base_mono", "_base_ms", "_clock", "_source", "synced_at")
+
+    def __init__(self, clock: Clock, source: Callable[[], Awaitable[int | None]]) -> None:
+        self._clock = clock
+        self._source = source
+        self._base_ms = clock.now_ms()
+        self._base_mono = clock.monotonic()
+        self.synced_at = float("-inf")
+        """Monotonic time of the last successful sync (``-inf`` before the first)."""
+
+    def now_ms(self) -> int:
+        """Store time in ms since the epoch, as estimated now."""
+        return self._base_ms + int((self._clock.monotonic() - self._base_mono) * 1000)
+
+    def sync_due(self) -> bool:
+        """True when the last sync is older than :data:`SYNC_INTERVAL_S`."""
+        return self._clock.monotonic() - self.synced_at >= SYNC_INTERVAL_S
+
+    async def sync(self) -> None:
+        """Read the store clock (errors reach the caller; the estimate is kept)."""
+        sent = self._clock.monotonic()
+        store_ms = await self._source()
+        received = self._clock.monotonic()
+        if store_ms is None:
+            store_ms = self._clock.now_ms()
+            midpoint = received
+        else:
+            midpoint = (sent + received) / 2
+        self._base_ms = int(store_ms)
+        self._base_mono = midpoint
+        self.synced_at = received
+
+    def postpone(self, retry_s: float = 5.0) -> None:
+        """After a failed sync: keep the estimate and try again in ``retry_s`` seconds."""
+        self.synced_at = self._clock.monotonic() - SYNC_INTERVAL_S + retry_s

@@ -1,0 +1,128 @@
+"""The wake-up loop over the timetable: when slots fall due, hand them all to the claim batcher.
+
+The engine's timetable orders every job's next slot by fire time (slot +
+jitter). Each wake-up takes everything due by store time, drops slots past
+``max_late``, and submits the rest as one list (the claim batcher cuts it
+into chunks). Slots due within a few ms of each other share one wake-up.
+The store clock is re-read every :data:`~anarchon.store_time.SYNC_INTERVAL_S`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from anarchon.jobs import Job
+from anarchon.run_state import Run
+from anarchon.store_retry import StorePolicy
+from anarchon.store_time import SYNC_INTERVAL_S, StoreTime
+
+__all__ = ["MAX_DUE_PER_WAKE", "WakeUpLoop"]
+
+MAX_DUE_PER_WAKE = 10_000
+"""Slots taken from the timetable per wake-up (more wait for the next turn of the loop)."""
+_MIN_SLEEP_S = 0.004
+
+
+class WakeUpLoop:
+    """Owns the timetable: adds and removes jobs, and turns due slots into claims."""
+
+    def __init__(
+        self,
+        *,
+        timetable: Any,
+        jobs: dict[str, Job],
+        store_time: StoreTime,
+        policy: StorePolicy,
+        leases: bool,
+        log: logging.Logger,
+        new_run: Callable[[Job, int, int], Run],
+        submit: Callable[[Sequence[Run]], None],
+    ) -> None:
+        self.timetable = timetable
+        self.jobs = jobs
+        self.store_time = store_time
+        self.policy = policy
+        self.leases = leases
+        self.log = log
+        self.new_run = new_run
+        self.submit = submit
+        self._wake: asyncio.Future[None] | None = None
+
+    def add_job(self, job: Job) -> None:
+        """Put a prepared job in the timetable (and claim its catch-up slot, on lease backends)."""
+        now = self.store_time.now_ms()
+        compiled = job.schedule._compiled
+        self.timetable.add(job.name, compiled, job.jitter_ms, now, job.max_late_ms)
+        if job.catch_up_ms > job.max_late_ms and self.leases:
+            slot = compiled.latest_between(now - job.catch_up_ms, now - job.max_late_ms - 1)
+            if slot is not None:
+                self.submit([self.new_run(job, slot, slot + job.catch_up_ms)])
+        self.poke()
+
+    def remove_job(self, name: str) -> None:
+        """Take a job out of the timetable."""
+        self.timetable.remove(name)
+        self.poke()
+
+    def poke(self) -> None:
+        """Wake the loop early (a job was added or removed)."""
+        sleeper = self._wake
+        if sleeper is not None and not sleeper.done():
+            sleeper.set_result(None)
+
+    async def sync_clock(self) -> None:
+        """Re-read the store clock; an error keeps the estimate (a transient one is an outage)."""
+        try:
+            await self.store_time.sync()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.store_time.postpone()
+            if self.policy.is_transient(error):
+                self.policy.note_outage(error)
+            else:
+                self.policy.report("the clock read", error)
+            return
+        if self.policy.outage:
+            self.policy.recovered()
+
+    async def run(self) -> None:
+        """The loop: take due slots, submit them, sleep until the next one."""
+        timetable, jobs, store_time = self.timetable, self.jobs, self.store_time
+        loop = asyncio.get_running_loop()
+        while True:
+            if store_time.sync_due():
+                await self.sync_clock()
+            now = store_time.now_ms()
+            due: list[Run] = []
+            for name, slot, _fire_at in timetable.due(now, MAX_DUE_PER_WAKE):
+                job = jobs.get(name)
+                if job is None:
+                    continue
+                deadline = slot + job.max_late_ms
+                if now > deadline:
+                    self.log.debug("anarchon: %s slot %d is late, not claimed", name, slot)
+                    continue
+                due.append(self.new_run(job, slot, deadline))
+            if due:
+                self.submit(due)
+            wake_at = timetable.next_wakeup()
+            timeout = SYNC_INTERVAL_S if wake_at is None else (wake_at - store_time.now_ms()) / 1000
+            # Never early, but batch: slots due within the next few ms share one wake-up.
+            timeout = min(max(timeout, _MIN_SLEEP_S), SYNC_INTERVAL_S)
+            sleeper = loop.create_future()
+            timer = loop.call_later(timeout, _wake_up, sleeper)
+            self._wake = sleeper
+            try:
+                await sleeper
+            finally:
+                timer.cancel()
+                self._wake = None
+
+
+def _wake_up(sleeper: asyncio.Future[None]) -> None:
+    if not sleeper.done():
+        sleeper.set_result(None)

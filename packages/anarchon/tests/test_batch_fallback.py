@@ -1,0 +1,80 @@
+"""A backend without batch members passes the contract suites through the per-item fallback,
+and the batch property catches a batch member that answers differently from single calls."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from anarchon import Backend, ClaimOutcome, MemoryBackend, RunClaim
+from anarchon.backend import RunStore
+from anarchon.memory import MemoryRunStore
+from anarchon.testing import BackendContract, LeaseContract
+from anarchon.testing._batch import (
+    LEASE_KINDS,
+    Scenario,
+    check_lease_batches,
+    run_property,
+    scenarios,
+)
+from plain_backend import PlainBackend
+
+
+def test_plain_backend_has_no_batch_members_of_its_own() -> None:
+    """The wrapper really relies on the fallbacks (it overrides no batch member)."""
+    backend = PlainBackend()
+    assert backend.runs is not None
+    for name in ("claim_many", "record_claims", "save_results"):
+        assert getattr(type(backend), name) is getattr(Backend, name)
+    for name in ("claim_many", "heartbeat_many", "finish_many"):
+        assert getattr(type(backend.runs), name) is getattr(RunStore, name)
+
+
+class TestPlainBackend(BackendContract, LeaseContract):
+    """Both suites, batch property included, on the pre-batch interface."""
+
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return PlainBackend()
+
+    def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
+        return [backend] * count
+
+
+class TestPlainClaimOnlyBackend(BackendContract):
+    """The claim-only suite on the pre-batch interface without leases."""
+
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return PlainBackend(leases=False)
+
+    def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
+        return [backend] * count
+
+
+class _SwappedRunStore(MemoryRunStore):
+    """A broken batch: the first two answers of every claim batch swapped."""
+
+    async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
+        answers = await super().claim_many(claims)
+        if len(answers) >= 2:
+            answers[0], answers[1] = answers[1], answers[0]
+        return answers
+
+
+def test_the_property_catches_a_wrong_batch() -> None:
+    """A batch whose answers differ from single calls fails with the scenario and both tables."""
+    backend = MemoryBackend()
+    broken = _SwappedRunStore()
+    backend._store = broken
+    backend.runs = broken
+
+    async def check(b: Backend, scenario: Scenario) -> None:
+        await check_lease_batches(b, scenario, 60_000, 20)
+
+    with pytest.raises(AssertionError) as failure:
+        run_property(backend, scenarios(LEASE_KINDS), check, examples=60, timeout_s=30)
+    message = str(failure.value)
+    assert "claim_many: the batch member answered differently" in message
+    assert "scenario: kinds=" in message
+    assert "<-- differs" in message
