@@ -22,6 +22,7 @@ import base64
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -94,6 +95,8 @@ _UNLIMITED = 2**62
 BATCH_CHUNK = 500
 """Items per pipelined round of ``claim_many`` / ``save_results``: requests in flight at once."""
 _STATUS = "Status"
+_STORED_ACK = re.compile(rb'\{"stream":"[^"\\]*","seq":[1-9][0-9]*\}')
+"""A publish acknowledgement of a newly stored message (no duplicate, no error): the hot path."""
 
 _UNREACHABLE = UNREACHABLE
 _api_error = api_error
@@ -757,15 +760,20 @@ class NatsBackend(Backend):
 
     # Claims --------------------------------------------------------------------
 
+    def _instance_json(self, instance_id: str) -> str:
+        """``instance_id`` as a JSON string (kept for the few ids a backend sees)."""
+        text = self._instances.get(instance_id)
+        if text is None:
+            text = json.dumps(instance_id)
+            if len(self._instances) < 64:
+                self._instances[instance_id] = text
+        return text
+
     def _claim_request(self, input: ClaimInput, at: int | None = None) -> Request:
         """``(subject, payload, headers)`` of a scheduled claim (``at``: default now)."""
         job = input.job
         subject = (self._subjects.get(job) or self._job_subjects(job))[0]
-        instance = self._instances.get(input.instance_id)
-        if instance is None:
-            instance = json.dumps(input.instance_id)
-            if len(self._instances) < 64:
-                self._instances[input.instance_id] = instance
+        instance = self._instance_json(input.instance_id)
         token = input.token
         token = f'"{token}"' if token.isalnum() else json.dumps(token)
         # The same JSON as _dumps() of the record, written directly (the hot path).
@@ -906,6 +914,9 @@ class NatsBackend(Backend):
             again: list[int] = []
             duplicates: list[tuple[int, int]] = []
             for i, msg in zip(pending, replies, strict=True):
+                if msg is not None and _STORED_ACK.fullmatch(msg.data):
+                    won[i] = True
+                    continue
                 try:
                     verdict = self._claim_verdict(self._answer(msg, "claim"))
                 except (BackendError, BackendUnavailableError) as error:
@@ -1008,20 +1019,35 @@ class NatsBackend(Backend):
 
     def _result_request(self, job: str, result: StoredResult) -> Request:
         subject = (self._subjects.get(job) or self._job_subjects(job))[1]
-        payload = _dumps(
-            {
-                "slot": result.slot,
-                "token": result.token,
-                "instance_id": result.instance_id,
-                "status": result.status,
-                "started_at": result.started_at,
-                "finished_at": result.finished_at,
-                "error": result.error,
-                "attempt": result.attempt,
-                "manual": result.manual,
-                "reason": result.reason,
-            }
-        )
+        if result.error is not None or result.reason is not None:
+            payload = _dumps(
+                {
+                    "slot": result.slot,
+                    "token": result.token,
+                    "instance_id": result.instance_id,
+                    "status": result.status,
+                    "started_at": result.started_at,
+                    "finished_at": result.finished_at,
+                    "error": result.error,
+                    "attempt": result.attempt,
+                    "manual": result.manual,
+                    "reason": result.reason,
+                }
+            )
+            return subject, payload, None
+        # The common case (no error text), the same JSON written directly: the hot path.
+        token = result.token
+        token = f'"{token}"' if token.isalnum() else json.dumps(token)
+        status = result.status
+        status = f'"{status}"' if status.isalnum() else json.dumps(status)
+        payload = (
+            f'{{"slot":{int(result.slot)},"token":{token},'
+            f'"instance_id":{self._instance_json(result.instance_id)},"status":{status},'
+            f'"started_at":{_json_int(result.started_at)},'
+            f'"finished_at":{_json_int(result.finished_at)},"error":null,'
+            f'"attempt":{int(result.attempt)},"manual":{"true" if result.manual else "false"},'
+            f'"reason":null}}'
+        ).encode()
         return subject, payload, None
 
     async def save_result(
@@ -1054,6 +1080,8 @@ class NatsBackend(Backend):
             requests = [self._result_request(w.job, w.result) for w in chunk]
             first: BaseException | None = None
             for msg in await self._send(nc, requests, "result"):
+                if msg is not None and _STORED_ACK.fullmatch(msg.data):
+                    continue
                 try:
                     problem = api_error(self._answer(msg, "result"))
                     if problem is not None:
@@ -1228,6 +1256,10 @@ class NatsBackend(Backend):
                 await sub.unsubscribe()
             except Exception as error:  # pragma: no cover - connection already gone
                 log.debug("anarchon: unsubscribe failed: %r", error)
+
+
+def _json_int(value: int | None) -> str:
+    return "null" if value is None else str(int(value))
 
 
 def _opt_int(value: Any) -> int | None:
