@@ -15,8 +15,8 @@ def test_eight_processes_run_each_slot_once(nats_url: str, tmp_path: Path) -> No
     """8 processes, one 200 ms job, >= 20 s together: every slot ran exactly once.
 
     Exactly once and none missed, from the processes' records and from the
-    stream's history (see ``anarchon.testing.fleet``). NATS has no server
-    clock: the processes' start and stop times are their wall clocks.
+    stream's history (see ``anarchon.testing.fleet``). The processes' start
+    and stop times are the server's clock (``NatsBackend.now_ms()``).
     """
     stream, prefix = f"FLEET{uuid.uuid4().hex[:6].upper()}", f"fleet{uuid.uuid4().hex[:6]}."
     url = f"{nats_url}?stream={stream}&prefix={prefix}"
