@@ -5,8 +5,9 @@ A claim publishes the claim record to ``<prefix><job>.claims`` with the header
 stores only the first message with an id, and the stream (its leader, in a
 cluster) orders publishes, so exactly one publisher gets an acknowledgement
 that is not a duplicate: that instance wins. A duplicate acknowledgement names
-the sequence of the stored message; the backend reads it and compares tokens,
-so a retried claim (same token) is still recognised as the winner's.
+the sequence of the stored message; a backend remembers the claims it stored
+and the publishes it got no answer to, so a retried claim (same token) is
+still recognised as the winner's (read back only when its answer was lost).
 
 Results go to ``<prefix><job>.results``; history reads both subjects of a job
 with a short-lived consumer and merges them with :func:`anarchon.build_history`.
