@@ -66,6 +66,7 @@ def test_skewed_instance_clocks_follow_the_server_clock(nats_url: str, tmp_path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # about 45 s of fleet, then 2,000 jobs' history read and checked
 def test_four_processes_with_two_thousand_jobs_each(nats_url: str, tmp_path: Path) -> None:
     """4 processes x 2,000 jobs every 1 s, >= 10 s together: each slot once, none missed.
 
