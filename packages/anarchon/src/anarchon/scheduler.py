@@ -502,6 +502,15 @@ class Scheduler:
                 tasks=tasks,
             )
         leased = self._runs is not None
+
+        async def settle() -> None:
+            # Before new claims: handlers already queued start first (the ready queue is FIFO)
+            # and the finishes of runs that ended land, so an overlap=False slot is not skipped
+            # only because this instance lags behind its own earlier runs.
+            if executor.active:
+                await asyncio.sleep(0)
+                await results.landed(_LANDING_WAIT_S)
+
         wakeups = WakeUpLoop(
             timetable=timetable,
             jobs=self._jobs,
@@ -513,6 +522,7 @@ class Scheduler:
                 job, slot, _new_token(), deadline, leased=leased
             ),
             submit=self._submitter(claims),
+            settle=settle if leased else None,
         )
         return _Parts(policy, claims, executor, results, keeper, wakeups)
 
