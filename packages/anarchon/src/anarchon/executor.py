@@ -37,12 +37,15 @@ class RunExecutor:
         tasks: TaskSet,
         log: logging.Logger,
         on_ended: Callable[[Run, Outcome], None],
+        skip_check: Callable[[str, int], str | None] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.now_ms = now_ms
         self.tasks = tasks
         self.log = log
         self.on_ended = on_ended
+        self.skip_check = skip_check
+        """``skip_check(job, slot)``: the fleet-wide control's reason to skip a won slot, or None."""
         self.active: dict[tuple[str, int], Run] = {}
         """Runs this instance won, by ``(job, slot)``, until their end is stored."""
 
@@ -64,6 +67,14 @@ class RunExecutor:
         }
 
     async def _execute(self, run: Run) -> None:
+        reason = self.skip_check(run.job.name, run.slot) if self.skip_check is not None else None
+        if reason is not None:  # the winner records the skip, so it is recorded once
+            run.skip_reason = reason
+            now = self.now_ms()
+            self.log.info("anarchon: %s slot %d skipped (%s)", run.job.name, run.slot, reason)
+            run.phase = Phase.FINISHING
+            self.on_ended(run, ("skipped", None, now, now))
+            return
         try:
             outcome = await self.invoke(run)
         except BaseException:

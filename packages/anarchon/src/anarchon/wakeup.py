@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from anarchon.jobs import Job
@@ -40,6 +40,7 @@ class WakeUpLoop:
         log: logging.Logger,
         new_run: Callable[[Job, int, int], Run],
         submit: Callable[[Sequence[Run]], None],
+        before_claims: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.timetable = timetable
         self.jobs = jobs
@@ -49,6 +50,8 @@ class WakeUpLoop:
         self.log = log
         self.new_run = new_run
         self.submit = submit
+        self.before_claims = before_claims
+        """Awaited once per wake-up with due slots (the fleet-wide controls refresh)."""
         self._wake: asyncio.Future[None] | None = None
 
     def add_job(self, job: Job) -> None:
@@ -108,6 +111,8 @@ class WakeUpLoop:
                     continue
                 due.append(self.new_run(job, slot, deadline))
             if due:
+                if self.before_claims is not None:
+                    await self.before_claims()
                 self.submit(due)
             wake_at = timetable.next_wakeup()
             timeout = SYNC_INTERVAL_S if wake_at is None else (wake_at - store_time.now_ms()) / 1000
