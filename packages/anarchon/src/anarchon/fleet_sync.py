@@ -144,16 +144,16 @@ class FleetSync:
             return
         self._controls_read_at = now
         try:
-            self._controls = await asyncio.wait_for(
-                self.backend.controls(), max(self.control_cache_s, 1.0)
-            )
+            # No timeout of our own: a read cut short would keep stale controls and
+            # run a paused slot. The driver's timeouts bound it like any store call.
+            self._controls = await self.backend.controls()
         except asyncio.CancelledError:
             raise
         except UnsupportedError as error:
             self.controls_supported = False
             self.log.debug("anarchon: no fleet-wide controls: %s", error)
         except Exception as error:  # keep the last controls read
-            if self.policy.is_transient(error) or isinstance(error, asyncio.TimeoutError):
+            if self.policy.is_transient(error):
                 self.log.debug("anarchon: reading fleet-wide controls failed: %s", error)
             else:
                 self.policy.report("the fleet-wide controls", error)
