@@ -143,7 +143,7 @@ def test_watch_refreshes_until_interrupted(store: str) -> None:
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     assert headers == 2
-    assert proc.returncode == 1  # interrupted
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""  # Ctrl-C ends --watch
 
 
 def test_no_backend_is_a_usage_error() -> None:

@@ -336,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (secrets of ``--backend`` hidden), see :func:`_report`.
     """
     backend_url: str | None = None
+    args: argparse.Namespace | None = None
     try:
         args = build_parser().parse_args(argv)
         backend_url = getattr(args, "backend", None) or os.environ.get(ENV_VAR, "").strip() or None
@@ -356,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         }[args.command]
         return asyncio.run(runner(args))
     except KeyboardInterrupt:
-        return EXIT_RUNTIME
+        watching = getattr(args, "watch", None) is not None  # Ctrl-C is how --watch ends
+        return EXIT_OK if watching else EXIT_RUNTIME
     except Exception as error:
         return _report(error, backend_url)
 
