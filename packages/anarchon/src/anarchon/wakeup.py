@@ -41,6 +41,7 @@ class WakeUpLoop:
         new_run: Callable[[Job, int, int], Run],
         submit: Callable[[Sequence[Run]], None],
         settle: Callable[[], Awaitable[None]] | None = None,
+        before_claims: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.timetable = timetable
         self.jobs = jobs
@@ -52,6 +53,8 @@ class WakeUpLoop:
         self.submit = submit
         self.settle = settle
         """Awaited before taking due slots: lets this instance's earlier runs start and land."""
+        self.before_claims = before_claims
+        """Awaited once per wake-up with due slots (the fleet-wide controls refresh)."""
         self._wake: asyncio.Future[None] | None = None
 
     def add_job(self, job: Job) -> None:
@@ -114,6 +117,8 @@ class WakeUpLoop:
                     continue
                 due.append(self.new_run(job, slot, deadline))
             if due:
+                if self.before_claims is not None:
+                    await self.before_claims()
                 self.submit(due)
             wake_at = timetable.next_wakeup()
             timeout = SYNC_INTERVAL_S if wake_at is None else (wake_at - store_time.now_ms()) / 1000
