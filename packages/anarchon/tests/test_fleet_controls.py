@@ -168,8 +168,17 @@ async def test_backend_without_registry_keeps_scheduling(caplog: pytest.LogCaptu
 
 
 def test_schedule_text_round_trips() -> None:
-    for schedule in (Every("5s"), Every("1m", "10s"), Cron("0 3 * * *", tz="Europe/Athens")):
+    from anarchon import Once
+
+    schedules = (
+        Every("5s"),
+        Every("1m", "10s"),
+        Cron("0 3 * * *", tz="Europe/Athens"),
+        Once(1_800_000_000_000),
+    )
+    for schedule in schedules:
         text = describe_schedule(schedule)
         assert parse_schedule(text) == schedule
     assert describe_schedule(Every("5s")) == "every 5000ms"
     assert describe_schedule(Cron("0  3 * * *", tz="UTC")) == "cron 0 3 * * * UTC"
+    assert describe_schedule(Once(1_800_000_000_000)) == "once 1800000000000ms"
