@@ -62,7 +62,7 @@ def _error(code: str, message: str, status: int) -> JSONResponse:
 
 def _anarchon_error(error: AnarchonError) -> JSONResponse:
     status = next((s for kind, s in _STATUS_CODES if isinstance(error, kind)), 500)
-    return _error(error.code, str(error), status)
+    return _error(error.code, error.message, status)
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]

@@ -49,7 +49,7 @@
       const title = iso(run.slot) + " " + run.status + (run.reason ? " (" + run.reason + ")" : "") +
         " attempt " + run.attempt + " on " + run.instance_id +
         (run.duration_ms !== null ? ", " + run.duration_ms + " ms" : "") + (run.error ? ": " + run.error : "");
-      line.append(el("span", { class: "run " + kind, title, "data-status": run.status, "data-attempt": run.attempt }));
+      line.append(el("span", { class: "run " + kind, title, "data-status": run.status, "data-attempt": run.attempt, "data-slot": run.slot }));
     }
     return line;
   }
