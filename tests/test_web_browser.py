@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
@@ -73,7 +74,9 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
     port = _free_port()
     source = BackendSource(store, jobs=fleet.jobs)
     server = uvicorn.Server(
-        uvicorn.Config(create_app(source, refresh_s=0.5), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            create_app(source, refresh_s=0.5), host="127.0.0.1", port=port, log_level="warning"
+        )
     )
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     options = webdriver.ChromeOptions()
@@ -107,6 +110,19 @@ def _run_instances(page: Page, job: str) -> set[str]:
     return {title.split(" on ")[1].split(",")[0] for _, _, title in _runs(page, job)}
 
 
+def _both_instances(page: Page, job: str) -> Callable[[WebDriver], bool]:
+    return lambda _driver: _run_instances(page, job) == {"proc-0", "proc-1"}
+
+
+async def _store_slots(store: str, job: str) -> set[int]:
+    backend = resolve_backend(store)
+    await backend.init()
+    try:
+        return {r.slot for r in await backend.history(job, 200)}
+    finally:
+        await backend.close()
+
+
 def _click(page: Page, selector: str, timeout: float = 60) -> None:
     """Click ``selector`` with the mouse, again if a refresh replaced it under the click."""
     deadline = time.monotonic() + timeout
@@ -125,7 +141,7 @@ def test_the_page_shows_the_jobs_and_runs_of_both_processes(page: Page) -> None:
     wait = WebDriverWait(page.driver, 60, poll_frequency=0.5)
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-loaded="true"]'))
     for job in page.fleet.jobs:
-        wait.until(lambda d, job=job: _run_instances(page, job) == {"proc-0", "proc-1"})
+        wait.until(_both_instances(page, job))
     rows = page.driver.execute_script(
         "return Array.from(document.querySelectorAll('#jobs tbody tr')).map((r) => r.dataset.job);"
     )
@@ -135,17 +151,9 @@ def test_the_page_shows_the_jobs_and_runs_of_both_processes(page: Page) -> None:
         statuses = {status for status, _, _ in runs}
         assert statuses <= {"ok", "running"}, statuses
         # what the timeline shows is what the store holds
-        backend = resolve_backend(page.store)
-
-        async def slots(backend=backend, job=job) -> set[int]:
-            await backend.init()
-            try:
-                return {r.slot for r in await backend.history(job, 200)}
-            finally:
-                await backend.close()
-
         shown = {slot for _, slot, _ in runs}
-        assert shown and shown <= asyncio.run(slots())
+        assert shown
+        assert shown <= asyncio.run(_store_slots(page.store, job))
     assert page.driver.find_elements(By.CSS_SELECTOR, 'button[data-action="pause"]')
     if os.environ.get("ANARCHON_UPDATE_SCREENSHOT") == "1":
         time.sleep(1.0)
@@ -162,8 +170,10 @@ def test_a_pause_pressed_in_the_browser_pauses_the_job_in_the_store(page: Page) 
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-loaded="true"]'))
     _click(page, f'button[data-job="{job}"][data-action="pause"]')
     wait.until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, f'button[data-job="{job}"][data-action="resume"]')
-        or d.find_element(By.ID, "error").text
+        lambda d: (
+            d.find_elements(By.CSS_SELECTOR, f'button[data-job="{job}"][data-action="resume"]')
+            or d.find_element(By.ID, "error").text
+        )
     )
     assert page.driver.find_element(By.ID, "error").text == ""
     backend = resolve_backend(page.store)

@@ -59,13 +59,15 @@ async def test_status_lists_the_declared_jobs_with_runs_and_instances(fleet: Mem
         response = await client.get("/api/status")
     assert response.status_code == 200
     body = response.json()
-    assert body["writable"] is True and body["tokenRequired"] is False
+    assert body["writable"] is True
+    assert body["tokenRequired"] is False
     [job] = body["jobs"]
     assert job["job"] == "tick"
     assert job["schedule"] == "every 100ms"
     assert [i["instance_id"] for i in job["instances"]] == ["web-a", "web-b"]
     assert job["next_slot"] > job["last_run"]["slot"] - 100
-    assert job["paused"] is False and job["drift"] == {}
+    assert job["paused"] is False
+    assert job["drift"] == {}
     assert len(job["runs"]) >= 3
     assert {r["instance_id"] for r in job["runs"]} == {"web-a"}
     assert job["runs"][0]["slot"] > job["runs"][-1]["slot"]  # newest first
@@ -78,7 +80,8 @@ async def test_history_and_active_endpoints(fleet: MemoryBackend) -> None:
         active = await client.get("/api/jobs/tick/active")
         bad = await client.get("/api/jobs/tick/history", params={"limit": "lots"})
         unknown = await client.get("/api/jobs/nope/history")
-    assert history.status_code == 200 and len(history.json()) == 2
+    assert history.status_code == 200
+    assert len(history.json()) == 2
     assert set(history.json()[0]) >= {"slot", "status", "attempt", "instance_id", "scheduled_at"}
     assert active.status_code == 200
     assert all(lease["job"] == "tick" and "token" not in lease for lease in active.json())
@@ -86,32 +89,38 @@ async def test_history_and_active_endpoints(fleet: MemoryBackend) -> None:
     assert bad.json()["error"]["code"] == "ANARCHON_INVALID_CONFIG"
     assert unknown.status_code == 404
     error = unknown.json()["error"]
-    assert error["code"] == "ANARCHON_UNKNOWN_JOB" and "tick" in error["message"]
+    assert error["code"] == "ANARCHON_UNKNOWN_JOB"
+    assert "tick" in error["message"]
 
 
 async def test_pause_and_resume_write_the_control_to_the_store(fleet: MemoryBackend) -> None:
     async with _client(create_app(fleet)) as client:
         paused = await client.post("/api/jobs/tick/pause")
-        assert paused.status_code == 200 and paused.json()["paused"] is True
+        assert paused.status_code == 200
+        assert paused.json()["paused"] is True
         assert (await fleet.controls())["tick"].paused is True
         assert (await client.get("/api/status")).json()["jobs"][0]["paused"] is True
         resumed = await client.post("/api/jobs/tick/resume")
-        assert resumed.status_code == 200 and resumed.json()["paused"] is False
+        assert resumed.status_code == 200
+        assert resumed.json()["paused"] is False
         unknown = await client.post("/api/jobs/nope/pause")
     assert (await fleet.controls())["tick"].paused is False
     assert (await fleet.controls())["tick"].updated_by == "anarchon.web"
-    assert unknown.status_code == 404 and "nope" not in await fleet.controls()
+    assert unknown.status_code == 404
+    assert "nope" not in await fleet.controls()
 
 
 async def test_a_token_guards_the_buttons_and_read_only_refuses_them(fleet: MemoryBackend) -> None:
     async with _client(create_app(fleet, token="s3cret")) as client:
         missing = await client.post("/api/jobs/tick/pause")
         wrong = await client.post("/api/jobs/tick/pause", headers={"Authorization": "Bearer no"})
-        assert missing.status_code == 401 and wrong.status_code == 401
+        assert missing.status_code == 401
+        assert wrong.status_code == 401
         assert missing.json()["error"]["code"] == "ANARCHON_UNAUTHORIZED"
         assert "tick" not in await fleet.controls()
         ok = await client.post("/api/jobs/tick/pause", headers={"Authorization": "Bearer s3cret"})
-        assert ok.status_code == 200 and (await fleet.controls())["tick"].paused is True
+        assert ok.status_code == 200
+        assert (await fleet.controls())["tick"].paused is True
         assert (await client.get("/api/status")).status_code == 200  # reading needs no token
     async with _client(create_app(fleet, read_only=True)) as client:
         refused = await client.post("/api/jobs/tick/resume")
@@ -131,8 +140,10 @@ async def test_mounted_in_fastapi_the_page_links_below_its_mount(fleet: MemoryBa
         status = await client.get("/ops/status/api/status")
         missing = await client.get("/ops/status/static/secret.py")
     assert page.status_code == 200
-    assert '<base href="/ops/status/">' in page.text and "billing" in page.text
-    assert script.status_code == 200 and "api/status" in script.text
+    assert '<base href="/ops/status/">' in page.text
+    assert "billing" in page.text
+    assert script.status_code == 200
+    assert "api/status" in script.text
     assert status.json()["jobs"][0]["job"] == "tick"
     assert missing.status_code == 404
 

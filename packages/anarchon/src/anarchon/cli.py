@@ -271,11 +271,15 @@ async def _dashboard(args: argparse.Namespace) -> int:
 
         from anarchon.web import BackendSource, create_app
     except ImportError as error:
-        raise UnsupportedError(f"the dashboard needs anarchon[web] ({error.name} is missing)") from None
+        raise UnsupportedError(
+            f"the dashboard needs anarchon[web] ({error.name} is missing)"
+        ) from None
     token = os.environ.get("ANARCHON_DASHBOARD_TOKEN") or None
     source = BackendSource(args.backend, jobs=args.job)
     app = create_app(source, token=token, read_only=args.read_only)
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    )
     print(f"anarchon dashboard on http://{args.host}:{args.port}/", flush=True)
     try:
         await server.serve()

@@ -53,7 +53,12 @@ _STATUS_CODES: list[tuple[type[AnarchonError], int]] = [
 
 
 def _asset(name: str) -> str:
-    return resources.files("anarchon.web").joinpath("static", name).read_text(encoding="utf-8")
+    return (
+        resources.files("anarchon.web")
+        .joinpath("static")
+        .joinpath(name)
+        .read_text(encoding="utf-8")
+    )
 
 
 def _error(code: str, message: str, status: int) -> JSONResponse:
@@ -103,9 +108,7 @@ def create_app(
         raise InvalidConfigError(f"history_limit must be 1 to {MAX_HISTORY}, got {history_limit}")
     if not isinstance(refresh_s, (int, float)) or not 0.2 <= refresh_s <= 3600:
         raise InvalidConfigError(f"refresh_s must be 0.2 to 3600 seconds, got {refresh_s!r}")
-    data: StatusSource = (
-        BackendSource(source) if isinstance(source, (Backend, str)) else source
-    )
+    data: StatusSource = BackendSource(source) if isinstance(source, (Backend, str)) else source
     config = {
         "writable": not read_only,
         "tokenRequired": token is not None,
@@ -131,9 +134,7 @@ def create_app(
 
     async def job_entry(job: dict[str, Any]) -> dict[str, Any]:
         name = job["job"]
-        runs, leases = await asyncio.gather(
-            data.history(name, history_limit), data.active(name)
-        )
+        runs, leases = await asyncio.gather(data.history(name, history_limit), data.active(name))
         return {
             **job,
             "runs": [run_json(r) for r in runs],
@@ -152,7 +153,9 @@ def create_app(
         except ValueError:
             limit = 0
         if not 1 <= limit <= MAX_HISTORY:
-            raise InvalidConfigError(f"limit must be an integer from 1 to {MAX_HISTORY}, got {raw!r}")
+            raise InvalidConfigError(
+                f"limit must be an integer from 1 to {MAX_HISTORY}, got {raw!r}"
+            )
         runs = await data.history(request.path_params["job"], limit)
         return JSONResponse([run_json(r) for r in runs])
 
