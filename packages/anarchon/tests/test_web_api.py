@@ -148,12 +148,14 @@ async def test_mounted_in_fastapi_the_page_links_below_its_mount(fleet: MemoryBa
     assert missing.status_code == 404
 
 
-async def test_a_backend_without_registry_shows_the_given_jobs(fleet: MemoryBackend) -> None:
+async def test_given_jobs_nobody_declares_are_shown_from_history(fleet: MemoryBackend) -> None:
     source = BackendSource(fleet, jobs=["tick", "other"])
     assert isinstance(source, StatusSource)
     assert await source.known() == ["other", "tick"]
-    names = [s.job for s in await source.status()]
-    assert names == ["tick"]  # the registry answers, so it decides
+    other, tick = await source.status()
+    assert (other.job, other.schedule, other.last_run, other.instances) == ("other", "", None, [])
+    assert tick.job == "tick"
+    assert tick.schedule == "every 100ms"  # from the registry
 
 
 def test_bad_options_are_refused_at_create_time() -> None:

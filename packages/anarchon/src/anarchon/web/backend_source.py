@@ -1,9 +1,9 @@
 """The status page's data from a :class:`~anarchon.Backend` (the one adapter to the store).
 
 Jobs come from the fleet registry through :func:`anarchon.status.fleet_status`.
-On a backend without a registry, the page shows the jobs it was given
-(``jobs=``, or those of a :class:`~anarchon.Scheduler`) from history and
-leases alone. Pause and resume write the fleet-wide control of the job.
+The jobs it was given (``jobs=``, or those of a :class:`~anarchon.Scheduler`)
+that no instance declares, or all of them on a backend without a registry,
+are shown from history and leases alone. Pause and resume write the fleet-wide control of the job.
 """
 
 from __future__ import annotations
@@ -65,17 +65,21 @@ class BackendSource:
         return await store_now_ms(self.backend)
 
     async def status(self) -> list[JobStatus]:
-        """The fleet view of every declared job, else of the given jobs."""
+        """The fleet view of every declared job, and of each given job no instance declares."""
         await self._init()
         try:
-            return await fleet_status(self.backend)
+            declared = await fleet_status(self.backend)
         except UnsupportedError:
             if not self.jobs:
                 raise
+            declared = []
+        names = {status.job for status in declared}
+        extra = [name for name in self.jobs if name not in names]
+        if not extra:
+            return declared
         controls = await self._controls()
-        return list(
-            await asyncio.gather(*(self._from_history(name, controls) for name in self.jobs))
-        )
+        found = await asyncio.gather(*(self._from_history(name, controls) for name in extra))
+        return sorted([*declared, *found], key=lambda status: status.job)
 
     async def known(self) -> list[str]:
         """The names of the jobs the page shows."""
