@@ -81,7 +81,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,520"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,600"):
         options.add_argument(flag)
     with fleet:
         fleet.wait_started(timeout=60)
