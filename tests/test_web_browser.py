@@ -16,11 +16,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import uvicorn
+from anarchon.memory import MemoryBackend
 from anarchon.registry import resolve_backend
 from anarchon.testing.fleet import Fleet, start_fleet
 from anarchon.web import BackendSource, create_app
@@ -30,6 +32,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
+from starlette.applications import Starlette
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
@@ -71,28 +74,38 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
         startup_s=10.0,
         scheduler_options={"lease": "5s", "heartbeat": "1s"},
     )
-    port = _free_port()
-    source = BackendSource(store, jobs=fleet.jobs)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(source, refresh_s=0.5), host="127.0.0.1", port=port, log_level="warning"
-        )
-    )
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    app = create_app(BackendSource(store, jobs=fleet.jobs), refresh_s=0.5)
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,600"):
         options.add_argument(flag)
     with fleet:
         fleet.wait_started(timeout=60)
-        thread.start()
-        driver = webdriver.Chrome(service=Service(driver_path), options=options)
-        try:
-            yield Page(f"http://127.0.0.1:{port}/", store, fleet, driver)
-        finally:
-            driver.quit()
-            server.should_exit = True
-            thread.join(timeout=10)
+        with _serving(app) as url:
+            driver = webdriver.Chrome(service=Service(driver_path), options=options)
+            try:
+                yield Page(url, store, fleet, driver)
+            finally:
+                driver.quit()
+
+
+@contextmanager
+def _serving(app: Starlette) -> Iterator[str]:
+    """Serve ``app`` with uvicorn in a thread; yield its URL."""
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped before it started"
+        assert time.monotonic() < deadline, "uvicorn did not start within 30 s"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 _RUNS_JS = """
@@ -186,3 +199,27 @@ def test_a_pause_pressed_in_the_browser_pauses_the_job_in_the_store(page: Page) 
             await backend.close()
 
     assert asyncio.run(controls()) == {job: True}
+
+
+def test_with_a_token_the_page_asks_for_it_before_a_pause_is_stored(page: Page) -> None:
+    backend = MemoryBackend()
+    app = create_app(BackendSource(backend, jobs=["nightly"]), token="s3cret", refresh_s=0.5)
+    selector = 'button[data-job="nightly"][data-action="pause"]'
+    wait = WebDriverWait(page.driver, 60, poll_frequency=0.2)
+    with _serving(app) as url:
+        page.driver.get(url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-loaded="true"]'))
+        token = page.driver.find_element(By.ID, "token")
+        assert token.is_displayed()
+        _click(page, selector)  # no token yet
+        wait.until(lambda d: "ANARCHON_UNAUTHORIZED" in d.find_element(By.ID, "error").text)
+        assert asyncio.run(backend.controls()) == {}
+        token.send_keys("s3cret")
+        _click(page, selector)
+        wait.until(
+            lambda d: d.find_elements(
+                By.CSS_SELECTOR, 'button[data-job="nightly"][data-action="resume"]'
+            )
+        )
+        assert page.driver.find_element(By.ID, "error").text == ""
+    assert asyncio.run(backend.controls())["nightly"].paused is True
