@@ -94,7 +94,8 @@
       const response = await fetch("api/status");
       const body = await response.json();
       if (!response.ok) throw new Error(body.error.code + ": " + body.error.message);
-      document.querySelector("#jobs tbody").replaceChildren(...body.jobs.map(jobRow));
+      document.querySelector("#jobs tbody").replaceChildren(
+        ...(body.jobs.length ? body.jobs.map(jobRow) : [el("tr", {}, el("td", { colspan: 9 }, "no instance declares a job yet"))]));
       const leases = body.jobs.flatMap((job) => job.leases);
       document.querySelector("#leases tbody").replaceChildren(
         ...(leases.length ? leases.map(leaseRow) : [el("tr", {}, el("td", { colspan: 6 }, "no active leases"))]));
