@@ -284,6 +284,42 @@ def _version() -> str:
         return "unknown"
 
 
+def _add_dashboard(sub: Any) -> None:
+    dashboard = sub.add_parser("dashboard", help="serve the status page (needs anarchon[web])")
+    dashboard.add_argument("--backend", default=os.environ.get("ANARCHON_BACKEND_URL"))
+    dashboard.add_argument("--host", default="127.0.0.1")
+    dashboard.add_argument("--port", type=int, default=8080)
+    dashboard.add_argument("--read-only", action="store_true", help="no pause/resume buttons")
+    dashboard.add_argument("--job", action="append", default=[], help="a job to show (repeatable)")
+
+
+async def _dashboard(args: argparse.Namespace) -> int:
+    from anarchon.errors import UnsupportedError
+
+    if not args.backend:
+        raise InvalidConfigError("give --backend or set ANARCHON_BACKEND_URL")
+    try:
+        import uvicorn
+
+        from anarchon.web import BackendSource, create_app
+    except ImportError as error:
+        raise UnsupportedError(
+            f"the dashboard needs anarchon[web] ({error.name} is missing)"
+        ) from None
+    token = os.environ.get("ANARCHON_DASHBOARD_TOKEN") or None
+    source = BackendSource(args.backend, jobs=args.job)
+    app = create_app(source, token=token, read_only=args.read_only)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    )
+    print(f"anarchon dashboard on http://{args.host}:{args.port}/", flush=True)
+    try:
+        await server.serve()
+    finally:
+        await source.close()
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``anarchon`` command."""
     parser = _Parser(prog="anarchon", description="Distributed cron for Python.")
@@ -326,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run module:scheduler until SIGINT/SIGTERM")
     run.add_argument("target")
+    _add_dashboard(sub)
     return parser
 
 
@@ -354,6 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "resume": control_command,
             "skip": control_command,
             "run": _run_app,
+            "dashboard": _dashboard,
         }[args.command]
         return asyncio.run(runner(args))
     except KeyboardInterrupt:
