@@ -92,6 +92,18 @@ class RunStore(abc.ABC):
             lambda f: self.finish(f.job, f.slot, f.token, f.status, f.error), finishes
         )
 
+    # Optional fencing member (docs/leases.md, "Fencing") -----------------
+
+    async def still_owner(self, run: RunKey, lease_ms: int) -> bool:
+        """True if ``run.token`` holds a live lease on its run in the store now.
+
+        Default: one heartbeat (which also renews the lease by ``lease_ms``):
+        its answer is exactly whether the token still owns a live lease. A
+        backend may override it with a read that renews nothing.
+        """
+        answers = await self.heartbeat_many([run], lease_ms)
+        return bool(answers) and answers[0] is True
+
 
 class Backend(abc.ABC):
     """A store that decides which instance runs each ``(job, slot)``.

@@ -55,6 +55,7 @@ class Run:
     """One run of ``(job, slot)`` on this instance."""
 
     __slots__ = (
+        "abandoned",
         "attempt",
         "ctx",
         "deadline_ms",
@@ -91,6 +92,8 @@ class Run:
         self.ctx: RunContext | None = None
         self.task: asyncio.Task[Any] | None = None
         self.timeout_timer: asyncio.TimerHandle | None = None
+        self.abandoned = False
+        """Set by ``stop()`` when it stops waiting for a handler that still lives."""
 
     @property
     def key(self) -> tuple[str, int]:

@@ -37,14 +37,14 @@ from anarchon.errors import (
 )
 from anarchon.executor import RunExecutor
 from anarchon.jobs import Handler, Job, build_job
-from anarchon.leases import LeaseKeeper
+from anarchon.leases import LeaseKeeper, safety_margin_ms
 from anarchon.registry import ENV_VAR, resolve_backend
 from anarchon.results import ResultBatcher
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.scheduler_thread import SchedulerThread
 from anarchon.schedules import Cron, Every, Schedule
 from anarchon.store_batches import StoreBatches
-from anarchon.store_retry import GAVE_UP, StorePolicy
+from anarchon.store_retry import DEFAULT_CALL_TIMEOUT_S, GAVE_UP, StorePolicy
 from anarchon.store_time import StoreTime
 from anarchon.tasks import TaskSet
 from anarchon.types import ClaimInput, RunRecord, StoredResult
@@ -353,7 +353,7 @@ class Scheduler:
 
     def _build(self, timetable: Any) -> _Parts:
         """The parts of a started scheduler, wired to each other."""
-        policy = StorePolicy(self.backend, self.log, self._time.now_ms, self.max_in_flight)
+        policy = self._new_policy()
         batches = StoreBatches(self.backend, policy)
         tasks = self._tasks
         results: ResultBatcher
@@ -363,6 +363,7 @@ class Scheduler:
             tasks=tasks,
             log=self.log,
             on_ended=lambda run, outcome: results.submit(run, outcome),
+            owner_check=self._still_owner if self._runs is not None else None,
         )
         results = ResultBatcher(
             instance_id=self.instance_id,
@@ -390,6 +391,7 @@ class Scheduler:
             log=self.log,
             on_won=executor.start,
             on_backup=backup,
+            local_lease_ms=self.lease_ms - safety_margin_ms(self.lease_ms, self.heartbeat_ms),
         )
         if self._runs is not None:
             keeper = LeaseKeeper(
@@ -421,7 +423,20 @@ class Scheduler:
         return _Parts(policy, claims, executor, results, keeper, wakeups)
 
     async def stop(self) -> None:
-        """Stop claiming, wait ``stop_grace`` for running handlers, then hand the rest over."""
+        """Stop claiming, wait ``stop_grace`` for running handlers, then hand the rest over.
+
+        The bound (docs/leases.md, "Stopping"): claims waiting out an outage
+        end at once; running handlers get ``stop_grace``, then are cancelled
+        and handed over; their ends are stored within one call timeout
+        (:attr:`call_timeout_s`). So without a handler that outlives its
+        cancellation, ``stop()`` returns within ``stop_grace`` plus one call
+        timeout, store outage or not. A handler that still lives after that
+        (a sync handler's thread, an async one that swallows cancellation)
+        keeps its lease: a warning names it and ``stop()`` waits up to
+        ``stop_grace`` more, renewing its lease, then hands it over once it
+        ends. If it still lives then, ``stop()`` returns without releasing
+        its lease, which expires one lease after its last renewal.
+        """
         if not self._started:
             return
         parts = self._parts
@@ -429,6 +444,7 @@ class Scheduler:
         self._stopping = True
         parts.policy.stopping = True
         parts.claims.stopping = True
+        parts.claims.cancel_retries()
         await self._tasks.cancel_loops("anarchon-scheduler")
         if parts.keeper is not None:
             parts.keeper.drop_backups()
@@ -441,9 +457,11 @@ class Scheduler:
                         run.ending = Ending.HAND_OVER
                     parts.executor.cancel(run, "stop")
             for task in self._tasks.work():
-                if task.get_name() != "anarchon-results":
+                if task.get_name() not in ("anarchon-results", "anarchon-heartbeats"):
                     task.cancel()
-            await self._drain(parts, loop.time() + max(5.0, self.lease_ms / 1000))
+            call_s = self.call_timeout_s
+            if not await self._drain(parts, loop.time() + call_s) and parts.executor.alive():
+                await self._wait_for_live_handlers(parts, call_s)
         await self._tasks.cancel_loops()
         self._started = False
         self._parts = self._wakeups = None
@@ -451,6 +469,43 @@ class Scheduler:
         if self._owns_backend:
             await self.backend.close()
             self._initialised = False
+
+    async def _wait_for_live_handlers(self, parts: _Parts, call_s: float) -> None:
+        """``stop()``'s last wait: handlers that outlive their cancellation keep their lease."""
+        loop = asyncio.get_running_loop()
+        wait_s = self.stop_grace_ms / 1000
+        for run in parts.executor.alive():
+            self.log.warning(
+                "anarchon: %s slot %d attempt %d still runs after stop() cancelled it; its lease"
+                " is kept, not released, while the handler lives; stop() waits up to %g s more",
+                run.job.name,
+                run.slot,
+                run.attempt,
+                wait_s,
+            )
+        end = loop.time() + wait_s
+        while parts.executor.alive() and loop.time() < end:
+            await self._drain(parts, min(end, loop.time() + 0.05))
+        left = parts.executor.alive()
+        for run in left:
+            self.log.error(
+                "anarchon: %s slot %d attempt %d still runs; stop() returns without releasing"
+                " its lease, which expires %d ms after its last renewal",
+                run.job.name,
+                run.slot,
+                run.attempt,
+                self.lease_ms,
+            )
+            run.abandoned = True
+            if run.task is not None:
+                run.task.cancel()
+        await self._drain(parts, loop.time() + call_s)
+
+    async def _still_owner(self, run: Run) -> bool:
+        parts = self._parts
+        if parts is None or parts.keeper is None:
+            return False
+        return await parts.keeper.still_owner(run)
 
     async def _drain(self, parts: _Parts, until: float) -> bool:
         """Wait until no run and no store work is left, or the loop time ``until``."""
@@ -584,7 +639,22 @@ class Scheduler:
         """The running scheduler's policy, or a fresh one for a call outside ``start()``."""
         if self._parts is not None:
             return self._parts.policy
-        return StorePolicy(self.backend, self.log, self._time.now_ms, self.max_in_flight)
+        return self._new_policy()
+
+    @property
+    def call_timeout_s(self) -> float:
+        """The per-call timeout of every store call (docs/leases.md, "Stopping").
+
+        One heartbeat interval on lease backends (a renewal slower than that
+        is already late); :data:`~anarchon.store_retry.DEFAULT_CALL_TIMEOUT_S`
+        otherwise. A claim's timeout is cut short by its slot's deadline.
+        """
+        return self.heartbeat_ms / 1000 if self.leases else DEFAULT_CALL_TIMEOUT_S
+
+    def _new_policy(self) -> StorePolicy:
+        return StorePolicy(
+            self.backend, self.log, self._time.now_ms, self.max_in_flight, self.call_timeout_s
+        )
 
     async def _sync_for_call(self, policy: StorePolicy) -> None:
         try:
