@@ -164,6 +164,21 @@ class Backend(abc.ABC):
         """Raise to refuse a job this backend cannot run safely. Default: accept."""
         return None
 
+    def clone(self) -> Backend | None:
+        """A backend on the same store for the lease keeper thread, or None (docs/extending.md).
+
+        The scheduler renews leases from a thread with its own event loop, so
+        a handler that blocks the scheduler's loop cannot lose its lease. That
+        thread needs a backend of its own: return a new, unconnected instance
+        with the same configuration (its own connections; the scheduler calls
+        ``init()`` and ``close()`` on it in that thread), or ``self`` if this
+        instance may be used from any thread and loop at once. Default: None,
+        and the scheduler builds one from the URL it was given, if any; a
+        backend passed in as an object then keeps its heartbeats on the
+        scheduler's loop.
+        """
+        return None
+
     async def record_claim(self, input: ClaimInput) -> None:
         """Called after a won claim when ``claim()`` is not itself a history record."""
         return None

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from anarchon.clock import Clock
+from anarchon.lease_thread import LeaseThread
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import StorePolicy, describe_error
@@ -88,6 +89,8 @@ class LeaseKeeper:
         self._beating = False
         self._next_beat = 0.0
         self._wake: asyncio.Future[None] | None = None
+        self.thread: LeaseThread | None = None
+        """Renews the leases from its own thread when set (heartbeats then leave this loop)."""
 
     # Backups -------------------------------------------------------------
 
@@ -149,6 +152,8 @@ class LeaseKeeper:
                     continue
                 held.append(run)
                 wake = min(wake, run.lease_until)
+            if self.thread is not None:
+                held = []  # renewed by the lease thread
             if held and not self._beating and now >= self._next_beat:
                 self._beating = True
                 self._next_beat = now + self.interval
@@ -213,6 +218,19 @@ class LeaseKeeper:
             # FINISHING: the finish raced this heartbeat and landed first; its answer decides.
         if refused:
             self.tasks.spawn(self._lose_refused(refused), "anarchon-heartbeats")
+
+    def refused_by_thread(self, runs: Sequence[Run]) -> None:
+        """The lease thread's renewals the store refused (called on this loop)."""
+        refused = [run for run in runs if run.holds_lease and run.phase is Phase.RUNNING]
+        if refused:
+            self.tasks.spawn(self._lose_refused(refused), "anarchon-heartbeats")
+
+    def thread_outage(self, error: BaseException | None) -> None:
+        """The lease thread's renewal failed (``error``) or succeeded (None); on this loop."""
+        if error is not None:
+            self.policy.note_outage(error)
+        elif self.policy.outage:
+            self.policy.recovered()
 
     async def _lose_refused(self, runs: Sequence[Run]) -> None:
         """Runs whose renewal the store refused: find out why (one read per job), then lose them."""

@@ -37,6 +37,7 @@ from anarchon.errors import (
 )
 from anarchon.executor import RunExecutor
 from anarchon.jobs import Handler, Job, build_job
+from anarchon.lease_thread import LeaseThread
 from anarchon.leases import LeaseKeeper, safety_margin_ms
 from anarchon.registry import ENV_VAR, resolve_backend
 from anarchon.results import ResultBatcher
@@ -123,6 +124,13 @@ class Scheduler:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
         self._owns_backend = not isinstance(backend, Backend)
+        self._url: str | None = (
+            backend
+            if isinstance(backend, str)
+            else (os.environ.get(ENV_VAR, "").strip() or None)
+            if backend is None
+            else None
+        )
         self._implicit_memory = backend is None and not os.environ.get(ENV_VAR, "").strip()
         self.backend: Backend = resolve_backend(backend)
         self._runs: RunStore | None = self.backend.runs
@@ -344,6 +352,8 @@ class Scheduler:
         self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
         if parts.keeper is not None:
             self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
+            if parts.keeper.thread is not None:
+                parts.keeper.thread.start()
         self.log.info(
             "anarchon scheduler %s started on %s with %d job(s)",
             self.instance_id,
@@ -407,6 +417,7 @@ class Scheduler:
                 recheck=claims.submit,
                 tasks=tasks,
             )
+            keeper.thread = self._lease_thread(keeper, executor)
         leased = self._runs is not None
         wakeups = WakeUpLoop(
             timetable=timetable,
@@ -462,6 +473,8 @@ class Scheduler:
             call_s = self.call_timeout_s
             if not await self._drain(parts, loop.time() + call_s) and parts.executor.alive():
                 await self._wait_for_live_handlers(parts, call_s)
+        if parts.keeper is not None and parts.keeper.thread is not None:
+            await parts.keeper.thread.stop()
         await self._tasks.cancel_loops()
         self._started = False
         self._parts = self._wakeups = None
@@ -500,6 +513,33 @@ class Scheduler:
             if run.task is not None:
                 run.task.cancel()
         await self._drain(parts, loop.time() + call_s)
+
+    def _lease_thread(self, keeper: LeaseKeeper, executor: RunExecutor) -> LeaseThread | None:
+        """The lease thread, on a backend of its own; None keeps heartbeats on this loop."""
+        other = self.backend.clone()
+        if other is None and self._url is not None:
+            try:
+                other = resolve_backend(self._url)
+            except Exception as error:
+                self.log.warning(
+                    "anarchon: heartbeats stay on the scheduler's loop: no second backend (%s)",
+                    error,
+                )
+                return None
+        if other is None or other.runs is None:
+            return None
+        return LeaseThread(
+            backend=other,
+            owns_backend=other is not self.backend,
+            lease_ms=self.lease_ms,
+            heartbeat_ms=self.heartbeat_ms,
+            local_lease_s=keeper.local_lease_s,
+            call_timeout_s=self.call_timeout_s,
+            active=executor.active,
+            log=self.log,
+            on_refused=keeper.refused_by_thread,
+            on_outage=keeper.thread_outage,
+        )
 
     async def _still_owner(self, run: Run) -> bool:
         parts = self._parts
