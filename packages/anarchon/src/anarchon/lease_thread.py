@@ -88,14 +88,18 @@ class LeaseThread:
         if loop is not None and not self._stop.is_set():
             self._tick_handle = loop.call_later(min(self.interval_s / 4, 0.25), self._tick)
 
-    async def stop(self) -> None:
-        """Stop renewing (the leases still held then expire) and wait for the thread."""
+    async def stop(self, join_s: float) -> None:
+        """Stop renewing (the leases still held then expire); wait up to ``join_s`` for the thread.
+
+        A thread stuck in a store call that does not return is left behind
+        (it is a daemon thread and renews nothing more once it returns).
+        """
         self._stop.set()
         if self._tick_handle is not None:
             self._tick_handle.cancel()
         thread = self._thread
         if thread is not None:
-            await asyncio.to_thread(thread.join, self.call_timeout_s + 1)
+            await asyncio.to_thread(thread.join, join_s)
 
     # In the thread ------------------------------------------------------------
 

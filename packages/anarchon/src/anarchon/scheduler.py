@@ -58,6 +58,8 @@ H = TypeVar("H", bound=Handler)
 
 _UNSET: Any = object()
 _PREPARE_BATCH = 256
+_JOIN_S = 0.05
+"""``stop()`` waits at least this long for the lease thread and for the backend to close."""
 
 DEFAULT_MAX_IN_FLIGHT = 8
 """Store operations one scheduler has in flight at most, unless ``max_in_flight`` says otherwise."""
@@ -461,6 +463,7 @@ class Scheduler:
             parts.keeper.drop_backups()
         loop = asyncio.get_running_loop()
         grace_end = loop.time() + self.stop_grace_ms / 1000
+        budget_end = grace_end + self.call_timeout_s
         if not await self._drain(parts, grace_end):
             for run in list(parts.executor.active.values()):
                 if run.phase is Phase.RUNNING:
@@ -474,14 +477,14 @@ class Scheduler:
             if not await self._drain(parts, loop.time() + call_s) and parts.executor.alive():
                 await self._wait_for_live_handlers(parts, call_s)
         if parts.keeper is not None and parts.keeper.thread is not None:
-            await parts.keeper.thread.stop()
+            await parts.keeper.thread.stop(max(_JOIN_S, budget_end - loop.time()))
         await self._tasks.cancel_loops()
         self._started = False
         self._parts = self._wakeups = None
         self.log.info("anarchon scheduler %s stopped", self.instance_id)
         if self._owns_backend:
-            await self.backend.close()
             self._initialised = False
+            await self._close_within(max(_JOIN_S, budget_end - loop.time()))
 
     async def _wait_for_live_handlers(self, parts: _Parts, call_s: float) -> None:
         """``stop()``'s last wait: handlers that outlive their cancellation keep their lease."""
@@ -562,6 +565,19 @@ class Scheduler:
                 await asyncio.wait(work, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             else:
                 await asyncio.sleep(min(left, 0.005))
+
+    async def _close_within(self, seconds: float) -> None:
+        """Close the backend, giving up after ``seconds`` (a dead store must not hold ``stop()``)."""
+        closing = asyncio.ensure_future(self.backend.close())
+        done, _pending = await asyncio.wait({closing}, timeout=seconds)
+        if closing in done:
+            closing.result()
+        else:  # not cancelled: a driver may take long to cancel, too
+            self.log.warning(
+                "anarchon: closing store %s took longer than %g s; its connections are abandoned",
+                self.backend.name,
+                seconds,
+            )
 
     async def close(self) -> None:
         """Close the backend's connections after ``stop()`` (or after reads without ``start()``).
