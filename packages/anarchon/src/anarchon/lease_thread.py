@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 from anarchon.backend import Backend
 from anarchon.run_state import Run
-from anarchon.store_retry import describe_error
+from anarchon.store_retry import CallTimeoutError, describe_error
 from anarchon.types import RunKey
 
 __all__ = ["LeaseThread"]
@@ -51,7 +51,7 @@ class LeaseThread:
         active: dict[tuple[str, int], Run],
         log: logging.Logger,
         on_refused: Callable[[Sequence[Run]], None],
-        on_outage: Callable[[BaseException | None], None],
+        on_error: Callable[[tuple[Sequence[Run], BaseException | None]], None],
     ) -> None:
         self.backend = backend
         self.owns_backend = owns_backend
@@ -62,7 +62,8 @@ class LeaseThread:
         self.active = active
         self.log = log
         self.on_refused = on_refused
-        self.on_outage = on_outage
+        self.on_error = on_error
+        """Called on the scheduler's loop with ``(runs, error)``; ``error`` None: renewed."""
         self.last_tick = time.monotonic()
         """Monotonic time of the scheduler loop's last tick (written on that loop)."""
         self._main: asyncio.AbstractEventLoop | None = None
@@ -156,10 +157,13 @@ class LeaseThread:
             )
         except asyncio.CancelledError:
             raise
-        except Exception as error:
-            self._post(self.on_outage, error)
+        except asyncio.TimeoutError:
+            self._post(self.on_error, (held, CallTimeoutError(self.call_timeout_s)))
             return False
-        self._post(self.on_outage, None)
+        except Exception as error:
+            self._post(self.on_error, (held, error))
+            return False
+        self._post(self.on_error, (held, None))
         lease_until = sent + self.local_lease_s
         refused: list[Run] = []
         for run, ok in zip(held, answers):  # noqa: B905 - a short answer renews fewer leases

@@ -225,12 +225,16 @@ class LeaseKeeper:
         if refused:
             self.tasks.spawn(self._lose_refused(refused), "anarchon-heartbeats")
 
-    def thread_outage(self, error: BaseException | None) -> None:
-        """The lease thread's renewal failed (``error``) or succeeded (None); on this loop."""
-        if error is not None:
+    def thread_result(self, outcome: tuple[Sequence[Run], BaseException | None]) -> None:
+        """The lease thread's renewal of ``runs`` failed with ``error`` or succeeded (None)."""
+        runs, error = outcome
+        if error is None:
+            if self.policy.outage:
+                self.policy.recovered()
+        elif self.policy.is_transient(error):
             self.policy.note_outage(error)
-        elif self.policy.outage:
-            self.policy.recovered()
+        else:
+            self._refused(runs, error)
 
     async def _lose_refused(self, runs: Sequence[Run]) -> None:
         """Runs whose renewal the store refused: find out why (one read per job), then lose them."""

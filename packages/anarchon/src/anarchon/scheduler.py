@@ -541,7 +541,7 @@ class Scheduler:
             active=executor.active,
             log=self.log,
             on_refused=keeper.refused_by_thread,
-            on_outage=keeper.thread_outage,
+            on_error=keeper.thread_result,
         )
 
     async def _still_owner(self, run: Run) -> bool:
