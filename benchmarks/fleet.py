@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fleet_counting
 from fleet_common import Tally, aligned_start, read_plan, window_slots, write_result
-from fleet_raw import Side, reference
+from fleet_raw import Side, reference, store_side_batch_ops
 from fleet_stores import KINDS, PostgresStore, Store, open_store
 
 HERE = Path(__file__).resolve().parent
@@ -64,6 +64,8 @@ PEER_REQUIREMENTS = (
     "asyncpg",
 )
 PEER_PROCESSES = 2
+DEFAULT_PEER_JOBS = 1000
+"""APScheduler 4 added about 25 schedules per second on the loaded 2-core VM: 10,000 took minutes."""
 DEFAULT_PEER_VENV = Path.home() / ".cache" / "anarchon-bench" / "apscheduler4"
 
 
@@ -117,6 +119,12 @@ class FleetFigures:
     warning_sample: list[str] = field(default_factory=list)
     error: str = ""
     load: str = ""
+    starts_recorded: int = 0
+    """Every handler start the processes recorded, in the window or not (warm-up, drain)."""
+    starts_before: int = 0
+    """Starts of slots before the window (the warm-up burst and earlier)."""
+    starts_after: int = 0
+    """Starts of slots after the window (during the drain)."""
     startup_s: float = math.nan
     """The slowest process: from its start to its scheduler running (jobs declared, store ready)."""
     stop_s: float = math.nan
@@ -277,6 +285,10 @@ def run_fleet(
         figures.cpu_us_per_slot.append((s1["cpu"] - s0["cpu"]) * 1e6 / tally.expected)
         for key, value in s1["counters"].items():
             client[key] = client.get(key, 0.0) + value - s0["counters"].get(key, 0.0)
+    figures.starts_recorded = sum(len(r["starts"]) for r in results)
+    window_first, window_last = tally.slots[0], tally.slots[-1]
+    figures.starts_before = sum(1 for r in results for s in r["starts"] if s[1] < window_first)
+    figures.starts_after = sum(1 for r in results for s in r["starts"] if s[1] > window_last)
     figures.startup_s = max(r["ready"] - r["began"] for r in results)
     figures.stop_s = max(r.get("stopped", math.inf) - r["stopping"] for r in results)
     figures.expected, figures.distinct = tally.expected, tally.distinct
@@ -367,7 +379,8 @@ def print_fleet(f: FleetFigures) -> None:
     print(
         f"{'':<4}{f.expected:,} job-slots due in {f.window_slots} slots ({f.offered_per_s:,.0f}/s"
         f" offered); CPU µs/slot per process: {per_proc}{'; ' + extra if extra else ''};"
-        f" start-up {f.startup_s:.1f} s, stop"
+        f" {f.starts_recorded:,} starts recorded in all ({f.starts_before:,} of earlier slots,"
+        f" {f.starts_after:,} of later ones); start-up {f.startup_s:.1f} s, stop"
         f" {f'{f.stop_s:.1f} s' if math.isfinite(f.stop_s) else 'not done (killed)'}; {f.load}",
         flush=True,
     )
@@ -459,6 +472,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-peer", action="store_true", help="skip APScheduler 4 (b)")
     parser.add_argument("--peer-only", action="store_true", help="only APScheduler 4 (b)")
     parser.add_argument("--peer-venv", type=Path, default=DEFAULT_PEER_VENV)
+    parser.add_argument(
+        "--peer-jobs",
+        type=int,
+        default=DEFAULT_PEER_JOBS,
+        help=f"cap on the peer's J (default {DEFAULT_PEER_JOBS}: it adds ~25 schedules/s here)",
+    )
     parser.add_argument("--chunk", type=int, default=500, help="reference batch size")
     parser.add_argument("--raw-items", type=int, help="reference claims per side and round")
     parser.add_argument("--raw-seconds", type=float, help="reference time bound per side/round")
@@ -489,6 +508,138 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _failed(store: Store, shape: Shape, side: str, error: Exception) -> FleetFigures:
+    return FleetFigures(
+        store.label,
+        str(shape),
+        side,
+        shape.processes,
+        shape.jobs,
+        shape.every_s,
+        0,
+        error=f"failed: {error}",
+    )
+
+
+def bench_anarchon(
+    args: argparse.Namespace, store: Store, url: str, shape: Shape, workdir: Path
+) -> FleetFigures:
+    """The anarchon fleet of ``shape`` on ``url``, printed."""
+    try:
+        fleet = run_fleet(
+            store,
+            url,
+            shape,
+            side="anarchon",
+            python=sys.executable,
+            worker=HERE / "fleet_worker.py",
+            window_s=args.window,
+            ready_timeout_s=args.ready_timeout,
+            drain_s=args.drain,
+            workdir=workdir,
+        )
+    except Exception as error:
+        fleet = _failed(store, shape, "anarchon", error)
+    print_fleet(fleet)
+    return fleet
+
+
+def bench_reference(
+    args: argparse.Namespace, store: Store, url: str, shape: Shape, fleet: FleetFigures | None
+) -> dict[str, Any]:
+    """(a): the backend's batch claim and the raw claims on ``url``, printed, with ratios."""
+    items = args.raw_items or (min(shape.jobs, 500) if args.quick else shape.jobs)
+    sides = asyncio.run(reference(store, url, items, args.chunk, args.raw_seconds))
+    for side in sides:
+        print_side(side)
+    ops = store_side_batch_ops(store.kind, url)
+    print(f"store-side claim code of the installed backend: {ops}", flush=True)
+    return {
+        "store_side_ops": ops,
+        "reference": [asdict(s) | {"rate": s.rate, "cpu_us": s.cpu_us} for s in sides],
+        "ratios": print_ratios(fleet, sides),
+    }
+
+
+def bench_peer(
+    args: argparse.Namespace,
+    store: PostgresStore,
+    shape: Shape,
+    n: int,
+    python: str,
+    workdir: Path,
+    fleet: FleetFigures | None,
+) -> tuple[FleetFigures, dict[str, float]]:
+    """(b): APScheduler 4 with ``PEER_PROCESSES`` processes on a database of its own, printed."""
+    peer_shape = Shape(PEER_PROCESSES, min(shape.jobs, args.peer_jobs), shape.every_s)
+    if peer_shape.jobs < shape.jobs:
+        print(
+            f"peer: {peer_shape} (J capped by --peer-jobs: APScheduler 4"
+            " adds schedules one transaction at a time)",
+            flush=True,
+        )
+    side = f"APScheduler {PEER_VERSION} {peer_shape.processes}p"
+    try:
+        aps = run_fleet(
+            store,
+            store.new_database(f"peer_{n}"),
+            peer_shape,
+            side=side,
+            python=python,
+            worker=HERE / "fleet_apscheduler.py",
+            window_s=args.window,
+            ready_timeout_s=args.ready_timeout,
+            drain_s=args.drain,
+            workdir=workdir,
+            first_alone=True,
+        )
+    except Exception as error:
+        aps = _failed(store, peer_shape, side, error)
+    print_fleet(aps)
+    ratios: dict[str, float] = {}
+    if fleet is not None and aps.expected and fleet.expected:
+        ratios["fleet_cpu_vs_peer_cpu"] = r = ratio(fleet.cpu_us, aps.cpu_us)
+        print(
+            f"ratios: anarchon CPU per job-slot / APScheduler's = {r:.2f};"
+            f" slots run: anarchon {fleet.run_share:.1%}, APScheduler {aps.run_share:.1%}",
+            flush=True,
+        )
+    return aps, ratios
+
+
+def bench_store(
+    args: argparse.Namespace, kind: str, peer: str | None, tmp: Path
+) -> list[dict[str, Any]]:
+    """Every shape on one store (its server started and stopped here)."""
+    entries: list[dict[str, Any]] = []
+    store = open_store(kind)
+    try:
+        print(f"\n== {store.label}; round trips = {store.round_trips_are}", flush=True)
+        for n, shape in enumerate(args.shapes):
+            print(
+                f"-- {shape}: {shape.processes} processes x {shape.jobs:,} jobs"
+                f" every {shape.every_s:g} s, window {args.window:g} s",
+                flush=True,
+            )
+            print(HEADER, flush=True)
+            entry: dict[str, Any] = {"store": kind, "label": store.label, "shape": str(shape)}
+            fleet: FleetFigures | None = None
+            url = store.url()
+            if not args.peer_only:
+                fleet = bench_anarchon(args, store, url, shape, tmp / f"{kind}-{n}")
+                entry["anarchon"] = asdict(fleet) | {"cpu_us": fleet.cpu_us}
+                if not args.no_raw and kind != "memory":
+                    entry |= bench_reference(args, store, url, shape, fleet)
+            if peer is not None and isinstance(store, PostgresStore):
+                aps, ratios = bench_peer(args, store, shape, n, peer, tmp / f"peer-{n}", fleet)
+                entry["peer"] = asdict(aps) | {"cpu_us": aps.cpu_us}
+                entry.setdefault("ratios", {}).update(ratios)
+            entries.append(entry)
+    finally:
+        store.stop()
+    return entries
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print(
@@ -498,114 +649,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     fleet_counting.install("redis")  # the reference sides run in this process
     fleet_counting.install("sqlite")
-    report: list[dict[str, Any]] = []
     peer: str | None = None
     if "postgres" in args.kinds and not args.no_peer:
         try:
             peer = peer_python(args.peer_venv)
         except Exception as error:
             print(f"peer APScheduler {PEER_VERSION}: no venv ({error})", flush=True)
+    report: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="anarchon-fleet-") as tmp:
         for kind in args.kinds:
-            store = open_store(kind)
-            try:
-                print(f"\n== {store.label}; round trips = {store.round_trips_are}", flush=True)
-                for n, shape in enumerate(args.shapes):
-                    print(
-                        f"-- {shape}: {shape.processes} processes x {shape.jobs:,} jobs"
-                        f" every {shape.every_s:g} s, window {args.window:g} s",
-                        flush=True,
-                    )
-                    print(HEADER, flush=True)
-                    entry: dict[str, Any] = {
-                        "store": kind,
-                        "label": store.label,
-                        "shape": str(shape),
-                    }
-                    fleet: FleetFigures | None = None
-                    url = store.url()
-                    if not args.peer_only:
-                        try:
-                            fleet = run_fleet(
-                                store,
-                                url,
-                                shape,
-                                side="anarchon",
-                                python=sys.executable,
-                                worker=HERE / "fleet_worker.py",
-                                window_s=args.window,
-                                ready_timeout_s=args.ready_timeout,
-                                drain_s=args.drain,
-                                workdir=Path(tmp) / f"{kind}-{n}",
-                            )
-                        except Exception as error:
-                            fleet = FleetFigures(
-                                store.label,
-                                str(shape),
-                                "anarchon",
-                                shape.processes,
-                                shape.jobs,
-                                shape.every_s,
-                                0,
-                                error=f"failed: {error}",
-                            )
-                        print_fleet(fleet)
-                        entry["anarchon"] = asdict(fleet) | {"cpu_us": fleet.cpu_us}
-                    if not args.no_raw and not args.peer_only and kind != "memory":
-                        items = args.raw_items or (
-                            min(shape.jobs, 500) if args.quick else shape.jobs
-                        )
-                        sides = asyncio.run(
-                            reference(store, url, items, args.chunk, args.raw_seconds)
-                        )
-                        for side in sides:
-                            print_side(side)
-                        entry["reference"] = [
-                            asdict(s) | {"rate": s.rate, "cpu_us": s.cpu_us} for s in sides
-                        ]
-                        entry["ratios"] = print_ratios(fleet, sides)
-                    if peer is not None and isinstance(store, PostgresStore):
-                        peer_shape = Shape(PEER_PROCESSES, shape.jobs, shape.every_s)
-                        peer_url = store.new_database(f"peer_{n}")
-                        try:
-                            aps = run_fleet(
-                                store,
-                                peer_url,
-                                peer_shape,
-                                side=f"APScheduler {PEER_VERSION} {peer_shape.processes}p",
-                                python=peer,
-                                worker=HERE / "fleet_apscheduler.py",
-                                window_s=args.window,
-                                ready_timeout_s=args.ready_timeout,
-                                drain_s=args.drain,
-                                workdir=Path(tmp) / f"peer-{n}",
-                                first_alone=True,
-                            )
-                        except Exception as error:
-                            aps = FleetFigures(
-                                store.label,
-                                str(peer_shape),
-                                "APScheduler",
-                                peer_shape.processes,
-                                shape.jobs,
-                                shape.every_s,
-                                0,
-                                error=f"failed: {error}",
-                            )
-                        print_fleet(aps)
-                        entry["peer"] = asdict(aps) | {"cpu_us": aps.cpu_us}
-                        if fleet is not None and aps.expected and fleet.expected:
-                            r = ratio(fleet.cpu_us, aps.cpu_us)
-                            entry.setdefault("ratios", {})["fleet_cpu_vs_peer_cpu"] = r
-                            print(
-                                f"ratios: anarchon CPU per job-slot / APScheduler's = {r:.2f};"
-                                f" slots run: anarchon {fleet.run_share:.1%},"
-                                f" APScheduler {aps.run_share:.1%}",
-                                flush=True,
-                            )
-                    report.append(entry)
-            finally:
-                store.stop()
+            report += bench_store(args, kind, peer, Path(tmp))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1, default=str))
     return 0

@@ -110,6 +110,39 @@ def native(backend: Any) -> tuple[str, bool]:
     return "Backend.claim_many", type(backend).claim_many is not Backend.claim_many
 
 
+def store_side_batch_ops(kind: str, url: str) -> str:
+    """Batch scripts or functions the installed backend brings (informative; not called raw).
+
+    Redis: the scripts of ``anarchon_redis._lua`` whose name says *many* or
+    *batch*; PostgreSQL: the functions named like a claim in the database.
+    Their argument layout is the backend's own, so the raw sides do not call
+    them; the line tells a reader that a native batch op exists.
+    """
+    try:
+        if kind == "redis":
+            from anarchon_redis import _lua
+
+            names = [
+                name
+                for name, value in vars(_lua).items()
+                if hasattr(value, "sha") and any(w in name.upper() for w in ("MANY", "BATCH"))
+            ]
+            return ", ".join(sorted(names)) or "none (single-item scripts only)"
+        if kind == "postgres":
+            import psycopg
+
+            with psycopg.connect(url) as conn:
+                rows = conn.execute(
+                    "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                    " WHERE n.nspname = current_schema() AND p.proname LIKE '%claim%'"
+                    " ORDER BY 1"
+                ).fetchall()
+            return ", ".join(str(r[0]) for r in rows) or "none"
+    except Exception as error:  # informative only
+        return f"unknown ({type(error).__name__}: {error})"
+    return "n/a (no server-side code)"
+
+
 def _backend_batch(backend: Any, instance: str) -> Batch:
     from anarchon.types import ClaimInput, RunClaim
 

@@ -277,3 +277,32 @@ def test_settings_classes_refuse_settings_they_do_not_take(
 def test_a_url_setting_of_another_strategy_is_refused() -> None:
     with pytest.raises(InvalidConfigError):
         RedisBackend.from_url("redis://127.0.0.1:1/0?strategy=lease&duration_sec=5")
+
+
+def test_start_raises_foreign_data_naming_the_key(redis_server: Server) -> None:
+    """``Scheduler.start()`` with a job whose key holds foreign data raises within a second.
+
+    Needs the scheduler to retry only what ``backend.is_transient`` calls
+    transient (issue 14); a scheduler that retries every error hangs here.
+    """
+    from anarchon import RunContext, Scheduler
+
+    backend = _backend(redis_server)
+    key = "{" + backend.prefix + "nightly}:state"
+    redis.Redis(host="127.0.0.1", port=redis_server.port).set(key, "someone else's")
+
+    async def handler(ctx: RunContext) -> None:
+        raise AssertionError(f"{ctx.job} must not run")
+
+    async def main() -> None:
+        scheduler = Scheduler(backend, instance_id="foreign")
+        scheduler.every("nightly", "1h", handler)
+        try:
+            with pytest.raises(ForeignDataError) as caught:
+                await asyncio.wait_for(scheduler.start(), 5)
+            assert caught.value.key == key
+        finally:
+            await scheduler.stop()
+            await backend.close()
+
+    run(main())

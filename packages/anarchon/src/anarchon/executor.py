@@ -25,6 +25,9 @@ __all__ = ["Outcome", "RunExecutor"]
 Outcome = tuple[str, "str | None", int, int]
 """``(status, error, started_at, finished_at)`` of one handler call (store time, ms)."""
 
+Retries = Callable[[Run, Outcome, Callable[[Run], Awaitable[Outcome]]], Awaitable["Outcome | None"]]
+"""``retries(run, outcome, invoke)``: the retry step (:mod:`anarchon.retry_step`); None: end stored."""
+
 
 class RunExecutor:
     """Starts handler tasks for winners and reports how each ended."""
@@ -38,6 +41,7 @@ class RunExecutor:
         log: logging.Logger,
         on_ended: Callable[[Run, Outcome], None],
         owner_check: Callable[[Run], Awaitable[bool]] | None = None,
+        retries: Retries | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.now_ms = now_ms
@@ -46,6 +50,7 @@ class RunExecutor:
         self.on_ended = on_ended
         self.owner_check = owner_check
         """Answers ``ctx.still_owner()`` (None on backends without leases)."""
+        self.retries = retries
         self.active: dict[tuple[str, int], Run] = {}
         """Runs this instance won, by ``(job, slot)``, until their end is stored."""
 
@@ -81,12 +86,18 @@ class RunExecutor:
 
     async def _execute(self, run: Run) -> None:
         try:
-            outcome = await self.invoke(run)
+            first = await self.invoke(run)
+            outcome: Outcome | None = first
+            if self.retries is not None and run.job.retry is not None and first[0] == "error":
+                outcome = await self.retries(run, first, self.invoke)
         except BaseException:
             self.active.pop(run.key, None)
             run.phase = Phase.ENDED
             raise
         run.phase = Phase.FINISHING
+        if outcome is None:  # a retry's end is already stored
+            self.ended(run)
+            return
         self.on_ended(run, outcome)
 
     def ended(self, run: Run) -> None:
@@ -119,6 +130,7 @@ class RunExecutor:
                 task.uncancel()
             status = "timeout" if ctx.cancelled.reason == "timeout" else "cancelled"
         except Exception as exc:
+            run.exception = exc
             status, error = "error", f"{type(exc).__name__}: {exc}"
             self.log.error(
                 "anarchon: job %s slot %d failed: %s", job.name, ctx.slot, error, exc_info=exc

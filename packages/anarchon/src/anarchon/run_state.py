@@ -60,6 +60,7 @@ class Run:
         "ctx",
         "deadline_ms",
         "ending",
+        "exception",
         "job",
         "lease_until",
         "leased",
@@ -90,6 +91,8 @@ class Run:
         self.store_error: str | None = None
         """The permanent store error that ended the run (``Ending.STORE_ERROR``)."""
         self.ctx: RunContext | None = None
+        self.exception: BaseException | None = None
+        """The error the handler raised in the current attempt (for ``retry``)."""
         self.task: asyncio.Task[Any] | None = None
         self.timeout_timer: asyncio.TimerHandle | None = None
         self.abandoned = False

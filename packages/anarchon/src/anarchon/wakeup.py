@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from anarchon.jobs import Job
@@ -40,6 +40,7 @@ class WakeUpLoop:
         log: logging.Logger,
         new_run: Callable[[Job, int, int], Run],
         submit: Callable[[Sequence[Run]], None],
+        settle: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.timetable = timetable
         self.jobs = jobs
@@ -49,6 +50,8 @@ class WakeUpLoop:
         self.log = log
         self.new_run = new_run
         self.submit = submit
+        self.settle = settle
+        """Awaited before taking due slots: lets this instance's earlier runs start and land."""
         self._wake: asyncio.Future[None] | None = None
 
     def add_job(self, job: Job) -> None:
@@ -76,7 +79,8 @@ class WakeUpLoop:
     async def sync_clock(self) -> None:
         """Re-read the store clock; an error keeps the estimate (a transient one is an outage)."""
         try:
-            await self.store_time.sync()
+            async with self.policy.gate:
+                await self.store_time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -96,6 +100,8 @@ class WakeUpLoop:
         while True:
             if store_time.sync_due():
                 await self.sync_clock()
+            if self.settle is not None:
+                await self.settle()
             now = store_time.now_ms()
             due: list[Run] = []
             for name, slot, _fire_at in timetable.due(now, MAX_DUE_PER_WAKE):
