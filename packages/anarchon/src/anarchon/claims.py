@@ -21,7 +21,10 @@ from anarchon.store_retry import GAVE_UP, StorePolicy
 from anarchon.tasks import TaskSet
 from anarchon.types import ClaimInput, ClaimOutcome, RunClaim
 
-__all__ = ["ClaimBatcher"]
+__all__ = ["SKIP_LOG_INTERVAL_S", "ClaimBatcher", "SkipLog"]
+
+SKIP_LOG_INTERVAL_S = 60.0
+"""Overlap skips of one job are logged at most once per this many seconds, with a count."""
 
 Won = Callable[[Run, int, float], None]
 """``on_won(run, attempt, lease_until)``: start the handler (``lease_until`` is monotonic)."""
@@ -44,10 +47,13 @@ class ClaimBatcher:
         log: logging.Logger,
         on_won: Won,
         on_backup: Backup,
+        local_lease_ms: int | None = None,
         before_claims: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.lease_ms = lease_ms
+        self.local_lease_s = (lease_ms if local_lease_ms is None else local_lease_ms) / 1000
+        """How long a won lease lasts on this instance's clock (the lease minus the safety margin)."""
         self.batches = batches
         self.policy = policy
         self.clock = clock
@@ -59,6 +65,13 @@ class ClaimBatcher:
         """Awaited before each lease claim chunk (the result batcher's ``landed``)."""
         self.leases = batches.runs is not None
         self.stopping = False
+        self.skips = SkipLog(log)
+        self._retrying: set[asyncio.Task[object]] = set()
+
+    def cancel_retries(self) -> None:
+        """Stopping: end every claim waiting out a store outage now (its slot is left to others)."""
+        for task in list(self._retrying):
+            task.cancel()
 
     def submit(self, runs: Sequence[Run]) -> None:
         """Claim ``runs`` now: one task per chunk, none per run."""
@@ -92,8 +105,9 @@ class ClaimBatcher:
             await self.before_claims()
         requests = [self._request(run) for run in runs]
         sent = self.clock.monotonic()
+        deadline = max(run.deadline_ms for run in runs)
         try:  # the common case without the retry wrapper: this is the hot path
-            outcomes = await batches.claim_many(requests)
+            outcomes = await self.policy.bounded(batches.claim_many(requests), deadline)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -111,7 +125,7 @@ class ClaimBatcher:
         if len(outcomes) != len(runs):
             self._refused(runs, _count_error(len(outcomes), len(runs)))
             return
-        lease_until = sent + self.lease_ms / 1000
+        lease_until = sent + self.local_lease_s
         released: list[Run] = []
         for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
             kind = outcome.kind
@@ -124,12 +138,7 @@ class ClaimBatcher:
                 self.on_backup(run, outcome.lease_expires_at)
             else:
                 if kind == "overlap":
-                    self.log.info(
-                        "anarchon: %s slot %d skipped: an earlier run still holds its lease"
-                        " (overlap=False)",
-                        run.job.name,
-                        run.slot,
-                    )
+                    self.skips.skipped(run.job.name, self.clock.monotonic())
                 run.phase = Phase.ENDED  # done, none, late, or a kind this version does not know
         for run in released:
             await self._release(run)
@@ -149,13 +158,23 @@ class ClaimBatcher:
             return await self.batches.claim_many([requests[i] for i in current])
 
         deadline = max(run.deadline_ms for run in runs)
+        task = asyncio.current_task()
+        if task is not None:
+            self._retrying.add(task)
         try:
             outcomes = await self.policy.call(attempt, deadline, gated=False)
         except asyncio.CancelledError:
+            if self.stopping:
+                for run in runs:
+                    run.phase = Phase.ENDED
+                return None
             raise
         except Exception as error:
             self._refused(runs, error)
             return None
+        finally:
+            if task is not None:
+                self._retrying.discard(task)
         if outcomes is GAVE_UP:
             for run in runs:
                 run.phase = Phase.ENDED
@@ -190,7 +209,7 @@ class ClaimBatcher:
         deadline = max(run.deadline_ms for run in runs)
         try:
             try:
-                answers = await self.batches.plain_claim_many(inputs)
+                answers = await self.policy.bounded(self.batches.plain_claim_many(inputs), deadline)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -254,6 +273,38 @@ class ClaimBatcher:
         self.policy.report("claims", error)
         for run in runs:
             run.phase = Phase.ENDED
+
+
+class SkipLog:
+    """Aggregates ``skipped (overlap)`` lines: the first at once, then one per job per minute."""
+
+    def __init__(self, log: logging.Logger, interval_s: float = SKIP_LOG_INTERVAL_S) -> None:
+        self.log = log
+        self.interval_s = interval_s
+        self._since: dict[str, tuple[float, int]] = {}
+        """Per job: when the last line was written, and the skips not logged since."""
+
+    def skipped(self, job: str, now: float) -> None:
+        """One slot of ``job`` was skipped because an earlier run still holds its lease."""
+        last = self._since.get(job)
+        if last is not None and now - last[0] < self.interval_s:
+            self._since[job] = (last[0], last[1] + 1)
+            return
+        count = 1 if last is None else last[1] + 1
+        self._since[job] = (now, 0)
+        if last is None:
+            self.log.info(
+                "anarchon: %s slot skipped: an earlier run still holds its lease (overlap=False)",
+                job,
+            )
+        else:
+            self.log.info(
+                "anarchon: %s: %d slot(s) skipped in the last %.0f s: an earlier run still held"
+                " its lease (overlap=False)",
+                job,
+                count,
+                now - last[0],
+            )
 
 
 def _count_error(got: int, sent: int) -> Exception:

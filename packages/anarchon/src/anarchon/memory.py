@@ -722,6 +722,10 @@ class MemoryBackend(Backend):
         """Nothing to close; the data stays (a named backend is shared by the process)."""
         return None
 
+    def clone(self) -> MemoryBackend:
+        """This backend itself: each store step is one locked step, safe from any thread and loop."""
+        return self
+
     async def now_ms(self) -> int:
         """The store clock in ms."""
         return self._store._now()

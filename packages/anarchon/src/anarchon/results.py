@@ -152,7 +152,9 @@ class ResultBatcher:
             for run, result in finishing
         ]
         try:
-            answers: list[bool | BaseException] = list(await self.batches.finish_many(requests))
+            answers: list[bool | BaseException] = list(
+                await self.policy.bounded(self.batches.finish_many(requests))
+            )
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -232,7 +234,7 @@ class ResultBatcher:
             return
         try:
             try:
-                await self.batches.save_results(writes)
+                await self.policy.bounded(self.batches.save_results(writes))
             except asyncio.CancelledError:
                 raise
             except Exception as error:

@@ -55,6 +55,7 @@ class Run:
     """One run of ``(job, slot)`` on this instance."""
 
     __slots__ = (
+        "abandoned",
         "attempt",
         "ctx",
         "deadline_ms",
@@ -97,6 +98,8 @@ class Run:
         """The error the handler raised in the current attempt (for ``retry``)."""
         self.task: asyncio.Task[Any] | None = None
         self.timeout_timer: asyncio.TimerHandle | None = None
+        self.abandoned = False
+        """Set by ``stop()`` when it stops waiting for a handler that still lives."""
 
     @property
     def key(self) -> tuple[str, int]:
