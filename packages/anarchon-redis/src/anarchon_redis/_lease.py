@@ -36,11 +36,13 @@ from anarchon.types import (
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
 )
 
 from anarchon_redis import _lua
 from anarchon_redis._client import text
+from anarchon_redis._lua_retry import LEASE_RETRY
 from anarchon_redis._runtime import (
     Runtime,
     Store,
@@ -318,6 +320,27 @@ class RedisRunStore(RunStore):
         conn = await rt.ready()
         reply = await conn.evalsha(_lua.LEASE_RELEASE, (state, active, results), (int(slot), token))
         return int(reply) == 1
+
+    native_retry = True
+
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End a failed attempt and start the next under the same runner, in one script."""
+        rt = self._rt
+        state, _active, _slots, runs, _results = rt.keys(retry.job)
+        conn = await rt.ready()
+        reply = await conn.evalsha(
+            LEASE_RETRY,
+            (state, runs),
+            (
+                int(retry.slot),
+                retry.token,
+                retry.new_token,
+                retry.instance_id,
+                int(retry.lease_ms),
+                int(retry.max_attempts),
+            ),
+        )
+        return _outcome(reply)
 
     async def now_ms(self) -> int:
         """The server clock (``TIME``) in ms."""

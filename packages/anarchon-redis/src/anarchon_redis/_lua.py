@@ -47,10 +47,12 @@ __all__ = [
     "LEASE_CLAIM",
     "LEASE_FINISH",
     "LEASE_HEARTBEAT",
+    "LEASE_LIB",
     "LEASE_PREPARE",
     "LEASE_RELEASE",
     "LEASE_SAVE",
     "LEASE_SCRIPTS",
+    "PRELUDE",
     "SCRIPT_CLAIM",
     "SCRIPT_SCRIPTS",
     "SET_MAX",
@@ -463,6 +465,12 @@ for i = 1, #fields, 2 do
 end
 return {removed, ''}
 """
+
+
+PRELUDE = _PRELUDE
+"""The helpers every script starts with (``now_ms``, ``put``, ...): for scripts in other modules."""
+LEASE_LIB = _LEASE_LIB
+"""The lease helpers (``add_result``, ``add_claim``, trimming): for scripts in other modules."""
 
 
 def _script(name: str, *parts: str) -> LuaScript:

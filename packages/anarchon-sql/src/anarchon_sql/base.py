@@ -54,6 +54,7 @@ from anarchon.types import (
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
 )
 
@@ -63,6 +64,7 @@ from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
 from anarchon_sql.driver_errors import is_connection_error, is_transient_sql_error, scrub
 from anarchon_sql.fleet_sql import FleetStatements, control_of, declaration_of, fleet_ddl
 from anarchon_sql.foreign import find_foreign_table
+from anarchon_sql.retry import retry_tx
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -132,6 +134,7 @@ class _Statements:
             f"INSERT INTO {meta} (key, value) VALUES (?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
+        self.job_row = q(f"SELECT 1 FROM {jobs} WHERE job = ?")
         self.prepare_job = q(
             f"INSERT INTO {jobs} (job, saves) VALUES (?, 0) ON CONFLICT (job) DO NOTHING"
         )
@@ -325,8 +328,8 @@ class SqlRunStore(RunStore):
                     [r.token for r in chunk],
                 )
                 rows = await b._statement(client, b._heartbeat_many_sql, params)
-                renewed = {(str(job), int(slot), str(token)) for job, slot, token in rows}
-                answers += [(r.job, int(r.slot), r.token) in renewed for r in chunk]
+                renewed = {int(i): bool(ok) for i, ok in rows}
+                answers += [renewed[i + 1] for i in range(len(chunk))]
             else:
                 answers += await b._in_transaction(
                     client,
@@ -394,6 +397,15 @@ class SqlRunStore(RunStore):
         b = self._backend
         client = await b._ready()
         return await b._in_transaction(client, lambda tx: b._release_tx(tx, job, int(slot), token))
+
+    native_retry = True
+
+    @store_call
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End a failed attempt and start the next under the same runner, in one transaction."""
+        b = self._backend
+        client = await b._ready()
+        return await b._in_transaction(client, lambda tx: retry_tx(b, tx, retry))
 
     @store_call
     async def now_ms(self) -> int:
@@ -658,8 +670,16 @@ class SqlBackend(Backend):
 
     @store_call
     async def prepare_job(self, job: str, history_size: int) -> None:
-        """Register the job's counter row (idempotent)."""
+        """Register the job's counter row (idempotent).
+
+        A read first: the row usually exists (another instance or an earlier
+        start made it), and a read takes no write lock (on SQLite, no commit
+        and no fsync), so a fleet starting with thousands of jobs does not
+        queue on the database's write lock.
+        """
         client = await self._ready()
+        if await client.all(self._sql.job_row, (job,)):
+            return
         await client.all(self._sql.prepare_job, (job,))
 
     def check_job(self, limits: JobLimits) -> None:

@@ -232,7 +232,7 @@ class SqlDialect:
         """One statement renewing a chunk of leases, or None for one transaction of heartbeats.
 
         Parameters: ``lease_ms``, then the arrays ``jobs, slots, tokens``.
-        Rows: ``(job, slot, token)`` of every lease it renewed.
+        Rows: ``(index, renewed)`` with the item's 1-based index, one per item.
         """
         return None
 

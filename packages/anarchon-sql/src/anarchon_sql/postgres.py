@@ -12,9 +12,9 @@ the rows committed before it (so the row a concurrent winner inserted is seen
 once its transaction commits and the lock is released).
 
 Batches are one statement per chunk too: ``<prefix>claim_many_v1(arrays)``
-calls ``claim_v1`` for each item (in job-lock order), heartbeats and
-finishes are one ``UPDATE ... FROM unnest(arrays)`` each, and result writes
-one call of ``<prefix>save_many_v1(arrays)`` (see :mod:`anarchon_sql.pg_functions`).
+calls ``claim_v1`` for each item (in job-lock order); heartbeats, finishes
+and result writes are one call each of ``<prefix>heartbeat_many_v1``,
+``finish_many_v1`` and ``save_many_v1`` (see :mod:`anarchon_sql.pg_functions`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,13 @@ from anarchon_sql.driver_errors import is_connection_error, redact_dsn, scrub, s
 from anarchon_sql.pg_functions import (
     CLAIM_FUNCTION,
     CLAIM_MANY_FUNCTION,
+    FINISH_MANY_FUNCTION,
+    HEARTBEAT_MANY_FUNCTION,
     SAVE_MANY_FUNCTION,
     claim_function,
     claim_many_function,
+    finish_many_function,
+    heartbeat_many_function,
     save_many_function,
 )
 
@@ -92,10 +96,12 @@ class PostgresDialect(SqlDialect):
         return super().is_already_created(error)
 
     def extra_tables(self, table: Callable[[str], str]) -> list[str]:
-        """The functions ``<prefix>claim_v1``, ``<prefix>claim_many_v1`` and ``<prefix>save_many_v1``."""
+        """The functions ``<prefix>claim_v1`` and the batch functions (``*_many_v1``)."""
         return [
             claim_function(table, self.now_ms),
-            claim_many_function(table),
+            claim_many_function(table, self.now_ms),
+            heartbeat_many_function(table, self.now_ms),
+            finish_many_function(table, self.now_ms),
             save_many_function(table, self.now_ms),
         ]
 
@@ -118,35 +124,21 @@ class PostgresDialect(SqlDialect):
         )
 
     def heartbeat_many_statement(self, table: Callable[[str], str]) -> str:
-        """One ``UPDATE ... FROM unnest(arrays)`` renewing every listed lease the token owns."""
+        """``SELECT ... FROM <prefix>heartbeat_many_v1(lease_ms, arrays)``: ``(index, renewed)`` rows."""
         return (
-            f"UPDATE {table('runs')} AS r SET lease_expires_at = {self.now_ms} + CAST(? AS BIGINT)"
-            " FROM (SELECT DISTINCT u.job, u.slot, u.token FROM unnest(CAST(? AS TEXT[]),"
-            " CAST(? AS BIGINT[]), CAST(? AS TEXT[])) AS u(job, slot, token)) AS u"
-            " WHERE r.job = u.job AND r.slot = u.slot AND r.token = u.token"
-            " AND r.status = 'running' AND r.released = 0 RETURNING r.job, r.slot, r.token"
+            f"SELECT out_i, out_ok FROM {table(HEARTBEAT_MANY_FUNCTION)}(CAST(? AS BIGINT),"
+            " CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS TEXT[]))"
         )
 
     def finish_many_statement(self, table: Callable[[str], str]) -> str:
-        """One statement finishing every listed run the token owns; ``(index, answer)`` rows.
+        """``SELECT ... FROM <prefix>finish_many_v1(arrays)``: ``(index, answer)`` rows.
 
         An item not finished now is answered True when its run was already
         finished by the same token (a retried finish), as ``finish()`` does.
         """
-        runs = table("runs")
         return (
-            "WITH u AS (SELECT * FROM unnest(CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"
-            " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[])) WITH ORDINALITY"
-            " AS u(job, slot, token, status, error, i)),"
-            " d AS (SELECT DISTINCT ON (job, slot, token) * FROM u ORDER BY job, slot, token, i),"
-            f" done AS (UPDATE {runs} AS r SET status = 'finished', finished_at = {self.now_ms},"
-            " outcome = d.status, error = d.error FROM d"
-            " WHERE r.job = d.job AND r.slot = d.slot AND r.token = d.token"
-            " AND r.status = 'running' AND r.released = 0 RETURNING r.job, r.slot, r.token)"
-            " SELECT u.i, EXISTS (SELECT 1 FROM done WHERE done.job = u.job"
-            " AND done.slot = u.slot AND done.token = u.token)"
-            f" OR EXISTS (SELECT 1 FROM {runs} AS s WHERE s.job = u.job AND s.slot = u.slot"
-            " AND s.token = u.token AND s.status = 'finished') FROM u ORDER BY u.i"
+            f"SELECT out_i, out_ok FROM {table(FINISH_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
+            " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]))"
         )
 
     def save_many_statement(self, table: Callable[[str], str]) -> str:

@@ -21,7 +21,10 @@ from anarchon.errors import (
     UnsupportedError,
 )
 from anarchon.history import build_history
+from anarchon.job_options import JobOptions
 from anarchon.memory import MemoryBackend
+from anarchon.one_off import Once
+from anarchon.retry import Retry
 from anarchon.scheduler import Scheduler, SchedulerThread
 from anarchon.schedules import Cron, Every
 from anarchon.sync import SyncScheduler
@@ -36,6 +39,7 @@ from anarchon.types import (
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
 )
 
@@ -62,13 +66,17 @@ __all__ = [
     "InvalidConfigError",
     "InvalidJobError",
     "JobLimits",
+    "JobOptions",
     "MemoryBackend",
+    "Once",
     "ResultWrite",
+    "Retry",
     "RunClaim",
     "RunContext",
     "RunFinish",
     "RunKey",
     "RunRecord",
+    "RunRetry",
     "RunStore",
     "Scheduler",
     "SchedulerThread",

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from anarchon.batching import per_item
+from anarchon.batching import job_of, per_item
 from anarchon.errors import (
     AnarchonError,
     BackendUnavailableError,
@@ -30,6 +30,7 @@ from anarchon.types import (
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
 )
 
@@ -71,6 +72,48 @@ class RunStore(abc.ABC):
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job`` and whether each lease is live."""
 
+    # Optional members ---------------------------------------------------
+
+    native_retry: ClassVar[bool] = False
+    """True when :meth:`retry` is one atomic step in the store (not the fallback)."""
+
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End attempt ``retry.token`` after a handler error and start the next attempt.
+
+        In one atomic step, if ``retry.token`` still owns the running run and
+        fewer than ``retry.max_attempts`` attempts have started: the attempt
+        number goes up by one, the run belongs to ``retry.new_token`` and
+        ``retry.instance_id`` with a lease of store time + ``retry.lease_ms``,
+        a claim record of the new attempt is written, and the answer is
+        ``won``. A repeated call (``new_token`` already owns it) answers
+        ``won`` again. Otherwise: ``done`` (the run ended, or no attempts are
+        left) or ``running`` (another instance owns it). The scheduler then
+        stores the failed attempt's result itself (docs/leases.md, "Retries").
+
+        Default, for lease stores written before this member existed:
+        ``release()`` then a ``claim()`` with ``create=False`` and the new
+        token: two steps, so a backup may win the next attempt in between,
+        which the lease rules allow.
+        """
+        released = await self.release(retry.job, retry.slot, retry.token)
+        if not released:
+            return ClaimOutcome("done")
+        return await self.claim(
+            RunClaim(
+                job=retry.job,
+                slot=retry.slot,
+                token=retry.new_token,
+                instance_id=retry.instance_id,
+                lease_ms=retry.lease_ms,
+                max_attempts=retry.max_attempts,
+                overlap=True,
+                deadline_ms=None,
+                create=False,
+                history_size=retry.history_size,
+                history_ttl_ms=retry.history_ttl_ms,
+            )
+        )
+
     # Optional batch members (docs/extending.md, "Batch members") ----------
     # Each answers exactly what the same items answer one by one, in order.
     # Each item is atomic on its own; the batch need not be. A failed batch is
@@ -78,18 +121,20 @@ class RunStore(abc.ABC):
 
     async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
         """``claim()`` for each item. Default: the single calls under bounded concurrency."""
-        return await per_item(self.claim, claims)
+        return await per_item(self.claim, claims, key=job_of)
 
     async def heartbeat_many(self, runs: Sequence[RunKey], lease_ms: int) -> list[bool]:
         """``heartbeat()`` for each run. Default: the single calls under bounded concurrency."""
         return await per_item(
-            lambda run: self.heartbeat(run.job, run.slot, run.token, lease_ms), runs
+            lambda run: self.heartbeat(run.job, run.slot, run.token, lease_ms), runs, key=job_of
         )
 
     async def finish_many(self, finishes: Sequence[RunFinish]) -> list[bool]:
         """``finish()`` for each item. Default: the single calls under bounded concurrency."""
         return await per_item(
-            lambda f: self.finish(f.job, f.slot, f.token, f.status, f.error), finishes
+            lambda f: self.finish(f.job, f.slot, f.token, f.status, f.error),
+            finishes,
+            key=job_of,
         )
 
 
@@ -198,15 +243,16 @@ class Backend(abc.ABC):
 
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """``claim()`` for each item. Default: the single calls under bounded concurrency."""
-        return await per_item(self.claim, inputs)
+        return await per_item(self.claim, inputs, key=job_of)
 
     async def record_claims(self, inputs: Sequence[ClaimInput]) -> None:
         """``record_claim()`` for each won claim. Default: the single calls."""
-        await per_item(self.record_claim, inputs)
+        await per_item(self.record_claim, inputs, key=job_of)
 
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:
         """``save_result()`` for each item. Default: the single calls under bounded concurrency."""
         await per_item(
             lambda w: self.save_result(w.job, w.result, w.history_size, w.history_ttl_ms),
             writes,
+            key=job_of,
         )

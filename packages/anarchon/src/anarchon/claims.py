@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from anarchon.clock import Clock
+from anarchon.errors import BackendError
 from anarchon.run_state import Phase, Run
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import GAVE_UP, StorePolicy
@@ -43,6 +44,7 @@ class ClaimBatcher:
         log: logging.Logger,
         on_won: Won,
         on_backup: Backup,
+        before_claims: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.lease_ms = lease_ms
@@ -53,6 +55,8 @@ class ClaimBatcher:
         self.log = log
         self.on_won = on_won
         self.on_backup = on_backup
+        self.before_claims = before_claims
+        """Awaited before each lease claim chunk (the result batcher's ``landed``)."""
         self.leases = batches.runs is not None
         self.stopping = False
 
@@ -74,7 +78,7 @@ class ClaimBatcher:
             run.token,
             self.instance_id,
             self.lease_ms,
-            job.max_attempts,
+            job.attempt_budget,
             job.overlap,
             run.deadline_ms,
             not run.recheck,
@@ -84,6 +88,8 @@ class ClaimBatcher:
 
     async def _lease_chunk(self, runs: Sequence[Run]) -> None:
         batches = self.batches
+        if self.before_claims is not None:
+            await self.before_claims()
         requests = [self._request(run) for run in runs]
         sent = self.clock.monotonic()
         try:  # the common case without the retry wrapper: this is the hot path
@@ -154,8 +160,9 @@ class ClaimBatcher:
             for run in runs:
                 run.phase = Phase.ENDED
             return None
+        kept = set(current)
         for i, run in enumerate(runs):
-            if i not in set(current):
+            if i not in kept:
                 run.phase = Phase.ENDED
         return [runs[i] for i in current], [requests[i] for i in current], outcomes, sent
 
@@ -190,16 +197,13 @@ class ClaimBatcher:
                 if not self.policy.is_transient(error):
                     raise
                 self.policy.note_outage(error)
-                answers = await self.policy.call(
-                    lambda: self.batches.plain_claim_many(inputs), deadline, gated=False
-                )
+                retried = await self._retry_plain(runs, inputs, deadline)
+                if retried is None:
+                    return
+                runs, inputs, answers = retried
             else:
                 if self.policy.outage:
                     self.policy.recovered()
-            if answers is GAVE_UP:
-                for run in runs:
-                    run.phase = Phase.ENDED
-                return
             if len(answers) != len(runs):
                 raise _count_error(len(answers), len(runs))
             winners = [i for i, won in enumerate(answers) if won]
@@ -217,10 +221,31 @@ class ClaimBatcher:
             return
         won = set(winners)
         for i, run in enumerate(runs):
-            if i in won and not self.stopping:
+            if i in won:  # run even while stopping: without leases nobody else can
                 self.on_won(run, 1, 0.0)
             else:
                 run.phase = Phase.ENDED
+
+    async def _retry_plain(
+        self, runs: Sequence[Run], inputs: list[ClaimInput], deadline: int
+    ) -> tuple[Sequence[Run], list[ClaimInput], list[bool]] | None:
+        """Retry a failed chunk (same tokens), each claim only until its own deadline."""
+        current: list[int] = []
+
+        async def attempt() -> list[bool]:
+            nonlocal current
+            now = self.policy.now_ms()
+            current = [i for i, run in enumerate(runs) if now <= run.deadline_ms]
+            return await self.batches.plain_claim_many([inputs[i] for i in current])
+
+        answers = await self.policy.call(attempt, deadline, gated=False)
+        kept = set(current) if answers is not GAVE_UP else set()
+        for i, run in enumerate(runs):
+            if i not in kept:
+                run.phase = Phase.ENDED
+        if answers is GAVE_UP:
+            return None
+        return [runs[i] for i in current], [inputs[i] for i in current], answers
 
     # Errors ----------------------------------------------------------------
 
@@ -232,6 +257,4 @@ class ClaimBatcher:
 
 
 def _count_error(got: int, sent: int) -> Exception:
-    from anarchon.errors import BackendError
-
     return BackendError(f"a batch member returned {got} answers for {sent} items")

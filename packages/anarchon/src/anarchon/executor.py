@@ -13,7 +13,7 @@ import contextvars
 import functools
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from anarchon.context import RunContext
@@ -24,6 +24,9 @@ __all__ = ["Outcome", "RunExecutor"]
 
 Outcome = tuple[str, "str | None", int, int]
 """``(status, error, started_at, finished_at)`` of one handler call (store time, ms)."""
+
+Retries = Callable[[Run, Outcome, Callable[[Run], Awaitable[Outcome]]], Awaitable["Outcome | None"]]
+"""``retries(run, outcome, invoke)``: the retry step (:mod:`anarchon.retry_step`); None: end stored."""
 
 
 class RunExecutor:
@@ -37,6 +40,7 @@ class RunExecutor:
         tasks: TaskSet,
         log: logging.Logger,
         on_ended: Callable[[Run, Outcome], None],
+        retries: Retries | None = None,
         skip_check: Callable[[str, int], str | None] | None = None,
     ) -> None:
         self.instance_id = instance_id
@@ -44,6 +48,7 @@ class RunExecutor:
         self.tasks = tasks
         self.log = log
         self.on_ended = on_ended
+        self.retries = retries
         self.skip_check = skip_check
         """``skip_check(job, slot)``: the fleet-wide control's reason to skip a won slot, or None."""
         self.active: dict[tuple[str, int], Run] = {}
@@ -76,12 +81,18 @@ class RunExecutor:
             self.on_ended(run, ("skipped", None, now, now))
             return
         try:
-            outcome = await self.invoke(run)
+            first = await self.invoke(run)
+            outcome: Outcome | None = first
+            if self.retries is not None and run.job.retry is not None and first[0] == "error":
+                outcome = await self.retries(run, first, self.invoke)
         except BaseException:
             self.active.pop(run.key, None)
             run.phase = Phase.ENDED
             raise
         run.phase = Phase.FINISHING
+        if outcome is None:  # a retry's end is already stored
+            self.ended(run)
+            return
         self.on_ended(run, outcome)
 
     def ended(self, run: Run) -> None:
@@ -114,6 +125,7 @@ class RunExecutor:
                 task.uncancel()
             status = "timeout" if ctx.cancelled.reason == "timeout" else "cancelled"
         except Exception as exc:
+            run.exception = exc
             status, error = "error", f"{type(exc).__name__}: {exc}"
             self.log.error(
                 "anarchon: job %s slot %d failed: %s", job.name, ctx.slot, error, exc_info=exc

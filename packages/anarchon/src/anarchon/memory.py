@@ -45,6 +45,7 @@ from anarchon.types import (
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
 )
 
@@ -186,6 +187,43 @@ class MemoryRunStore(RunStore):
                 state.lease_expires_at = now
                 state.released = True
             return True
+
+    native_retry = True
+
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End attempt ``retry.token`` after an error and start the next one, in one locked step."""
+        with self._lock:
+            data = self._jobs.get(retry.job)
+            state = None if data is None else data.states.get(retry.slot)
+            if data is None or state is None:
+                return ClaimOutcome("done")
+            if state.token == retry.new_token and state.status == "running":
+                return self._outcome("won", state)  # a repeated call
+            if self._owned(retry.job, retry.slot, retry.token) is None:
+                if state.status == "running":
+                    return self._outcome("running", state)
+                return self._outcome("done", state)
+            if state.attempt >= retry.max_attempts:
+                return self._outcome("done", state)
+            now = self._now()
+            state.attempt += 1
+            state.token = retry.new_token
+            state.runner = retry.instance_id
+            state.lease_expires_at = now + retry.lease_ms
+            state.max_attempts = retry.max_attempts
+            state.started_at = now
+            claim = RunClaim(
+                job=retry.job,
+                slot=retry.slot,
+                token=retry.new_token,
+                instance_id=retry.instance_id,
+                lease_ms=retry.lease_ms,
+                max_attempts=retry.max_attempts,
+                history_size=retry.history_size,
+                history_ttl_ms=retry.history_ttl_ms,
+            )
+            self._add_claim(claim, data, state, now)
+            return self._outcome("won", state)
 
     async def now_ms(self) -> int:
         """The store clock (the clock given to the backend, else the wall clock)."""

@@ -51,6 +51,7 @@ class ResultBatcher:
         self.leases = batches.runs is not None
         self._pending: list[tuple[Run, StoredResult]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._landing: set[asyncio.Task[None]] = set()
 
     def submit(self, run: Run, outcome: Outcome) -> None:
         """Queue the end of ``run``; it is stored within :data:`FINISH_WINDOW_S`."""
@@ -78,9 +79,26 @@ class ResultBatcher:
         pending, self._pending = self._pending, []
         if not pending:
             return
-        work = self._finish_chunk if self.leases else self._save_chunk
+        if not self.leases:
+            for chunk in chunks(pending):
+                self.tasks.spawn(self._save_chunk(chunk), "anarchon-results")
+            return
         for chunk in chunks(pending):
-            self.tasks.spawn(work(chunk), "anarchon-results")
+            task = self.tasks.spawn(self._finish_chunk(chunk), "anarchon-results")
+            self._landing.add(task)
+            task.add_done_callback(self._landing.discard)
+
+    async def landed(self, timeout_s: float) -> None:
+        """Send the queued ends now and wait (up to ``timeout_s``) until the finishes land.
+
+        The claim batcher waits for this before new claims, so a run that
+        ended here is finished in the store before the next slot of its job
+        is claimed (no spurious ``overlap`` skip from our own batching delay).
+        """
+        if self._pending:
+            self.flush()
+        if self._landing:
+            await asyncio.wait(set(self._landing), timeout=timeout_s)
 
     # Lease backends ----------------------------------------------------
 

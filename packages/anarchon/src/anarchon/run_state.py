@@ -59,6 +59,7 @@ class Run:
         "ctx",
         "deadline_ms",
         "ending",
+        "exception",
         "job",
         "lease_until",
         "leased",
@@ -92,6 +93,8 @@ class Run:
         self.store_error: str | None = None
         """The permanent store error that ended the run (``Ending.STORE_ERROR``)."""
         self.ctx: RunContext | None = None
+        self.exception: BaseException | None = None
+        """The error the handler raised in the current attempt (for ``retry``)."""
         self.task: asyncio.Task[Any] | None = None
         self.timeout_timer: asyncio.TimerHandle | None = None
 

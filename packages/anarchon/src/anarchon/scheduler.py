@@ -10,6 +10,9 @@ Each behaviour lives in one module:
 - :mod:`anarchon.store_retry`: the store retry policy and the in-flight bound;
 - :mod:`anarchon.store_time`: store time (store clock at the last sync + monotonic time);
 - :mod:`anarchon.run_state`: the state of one run;
+- :mod:`anarchon.retry_step`: retries of failed handlers (the ``retry`` option);
+- :mod:`anarchon.one_off`: the single-slot schedule of ``at()``;
+- :mod:`anarchon.due`: ``run_due()``, which drives the parts without background loops (tests).
 - :mod:`anarchon.fleet_sync`: the fleet registry (declarations, drift) and the
   fleet-wide controls (pause, resume, skip).
 """
@@ -22,15 +25,18 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from anarchon.backend import Backend, RunStore
 from anarchon.claims import ClaimBatcher
 from anarchon.clock import Clock, SystemClock
 from anarchon.context import RunContext
+from anarchon.due import take_due
 from anarchon.durations import Duration, to_ms
 from anarchon.errors import (
+    BackendUnavailableError,
     DedupeWindowError,
     DuplicateJobError,
     InvalidConfigError,
@@ -41,10 +47,13 @@ from anarchon.executor import RunExecutor
 from anarchon.fleet_controls import pause_job, resume_job, skip_job
 from anarchon.fleet_sync import DEFAULT_CONTROL_CACHE_S, DEFAULT_REFRESH_MS, FleetSync
 from anarchon.fleet_types import JobControl
+from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job, build_job
 from anarchon.leases import LeaseKeeper
+from anarchon.one_off import Once
 from anarchon.registry import ENV_VAR, resolve_backend
 from anarchon.results import ResultBatcher
+from anarchon.retry_step import RetrySteps
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.scheduler_thread import SchedulerThread
 from anarchon.schedules import Cron, Every, Schedule
@@ -55,6 +64,9 @@ from anarchon.tasks import TaskSet
 from anarchon.types import ClaimInput, RunRecord, StoredResult
 from anarchon.wakeup import WakeUpLoop
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "Scheduler", "SchedulerThread"]
 
 T = TypeVar("T")
@@ -62,6 +74,8 @@ H = TypeVar("H", bound=Handler)
 
 _UNSET: Any = object()
 _PREPARE_BATCH = 256
+_LANDING_WAIT_S = 1.0
+"""How long new claims wait at most for this instance's finishes in flight."""
 
 DEFAULT_MAX_IN_FLIGHT = 8
 """Store operations one scheduler has in flight at most, unless ``max_in_flight`` says otherwise."""
@@ -176,6 +190,8 @@ class Scheduler:
         self._started = False
         self._stopping = False
         self._initialised = False
+        self._due_log: list[Run] | None = None
+        """The runs submitted during ``run_due()`` (catch-up claims included), else None."""
 
     # Registration ----------------------------------------------------
 
@@ -191,17 +207,30 @@ class Scheduler:
 
     @overload
     def every(
-        self, name: str, interval: Duration | Every, handler: None = None, **options: Any
+        self,
+        name: str,
+        interval: Duration | Every,
+        handler: None = None,
+        **options: Unpack[JobOptions],
     ) -> Callable[[H], H]: ...
     @overload
-    def every(self, name: str, interval: Duration | Every, handler: H, **options: Any) -> H: ...
+    def every(
+        self, name: str, interval: Duration | Every, handler: H, **options: Unpack[JobOptions]
+    ) -> H: ...
 
     def every(
-        self, name: str, interval: Duration | Every, handler: H | None = None, **options: Any
+        self,
+        name: str,
+        interval: Duration | Every,
+        handler: H | None = None,
+        **options: Unpack[JobOptions],
     ) -> H | Callable[[H], H]:
-        """Register a job every ``interval`` (epoch-aligned); a decorator without ``handler``."""
+        """Register a job every ``interval`` (epoch-aligned); a decorator without ``handler``.
+
+        ``options`` are the job options (:class:`~anarchon.job_options.JobOptions`).
+        """
         schedule = interval if isinstance(interval, Every) else Every(interval)
-        return self._register(name, schedule, handler, options)
+        return self._register(name, schedule, handler, dict(options))
 
     @overload
     def cron(
@@ -211,11 +240,17 @@ class Scheduler:
         handler: None = None,
         *,
         tz: str = "UTC",
-        **options: Any,
+        **options: Unpack[JobOptions],
     ) -> Callable[[H], H]: ...
     @overload
     def cron(
-        self, name: str, expression: str | Cron, handler: H, *, tz: str = "UTC", **options: Any
+        self,
+        name: str,
+        expression: str | Cron,
+        handler: H,
+        *,
+        tz: str = "UTC",
+        **options: Unpack[JobOptions],
     ) -> H: ...
 
     def cron(
@@ -225,11 +260,40 @@ class Scheduler:
         handler: H | None = None,
         *,
         tz: str = "UTC",
-        **options: Any,
+        **options: Unpack[JobOptions],
     ) -> H | Callable[[H], H]:
         """Register a cron job (5 or 6 fields, seconds first) in zone ``tz``; a decorator without ``handler``."""
         schedule = expression if isinstance(expression, Cron) else Cron(expression, tz=tz)
-        return self._register(name, schedule, handler, options)
+        return self._register(name, schedule, handler, dict(options))
+
+    @overload
+    def at(
+        self,
+        name: str,
+        when: datetime | int,
+        handler: None = None,
+        **options: Unpack[JobOptions],
+    ) -> Callable[[H], H]: ...
+    @overload
+    def at(
+        self, name: str, when: datetime | int, handler: H, **options: Unpack[JobOptions]
+    ) -> H: ...
+
+    def at(
+        self,
+        name: str,
+        when: datetime | int,
+        handler: H | None = None,
+        **options: Unpack[JobOptions],
+    ) -> H | Callable[[H], H]:
+        """Register a one-off run at ``when`` (an aware datetime, or epoch ms); a decorator without ``handler``.
+
+        It runs once, on one instance of the fleet, claimed and leased like a
+        slot, and is recorded in history (docs/one-off-runs.md). Every instance
+        that declares it honours it; a restart after ``when`` still claims it
+        within ``max_late`` (or ``catch_up`` on lease backends).
+        """
+        return self._register(name, Once(when), handler, dict(options))
 
     def _register(
         self, name: str, schedule: Schedule, handler: H | None, options: dict[str, Any]
@@ -244,7 +308,9 @@ class Scheduler:
         self.add(name, schedule, handler, **options)
         return handler
 
-    def add(self, name: str, schedule: Schedule, handler: Handler, **options: Any) -> Job:
+    def add(
+        self, name: str, schedule: Schedule, handler: Handler, **options: Unpack[JobOptions]
+    ) -> Job:
         """Register a job with a schedule object; validated now, effective at once if started.
 
         Bad input and the backend's ``check_job`` refusal raise here, with
@@ -257,7 +323,14 @@ class Scheduler:
             raise InvalidJobError(
                 f"schedule of job {name!r} must be Every or Cron, got {schedule!r}"
             )
-        job = build_job(name, schedule, handler, options, leases=self.leases)
+        job = build_job(
+            name,
+            schedule,
+            handler,
+            dict(options),
+            leases=self.leases,
+            once=isinstance(schedule, Once),
+        )
         if name in self._jobs:
             raise DuplicateJobError(f"job {name!r} is already registered")
         window = self.backend.dedupe_window_ms
@@ -316,6 +389,29 @@ class Scheduler:
         """
         if self._started:
             raise InvalidConfigError("scheduler already started")
+        if self._parts is not None:
+            raise InvalidConfigError(
+                "this scheduler is driven by run_due(); call stop() before start()"
+            )
+        await self._open()
+        parts = self._parts
+        assert parts is not None
+        await parts.fleet.refresh_controls()
+        await parts.fleet.declare()
+        self._started = True
+        self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
+        self._tasks.spawn_loop(parts.fleet.run(), "anarchon-fleet")
+        if parts.keeper is not None:
+            self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
+        self.log.info(
+            "anarchon scheduler %s started on %s with %d job(s)",
+            self.instance_id,
+            self.backend.name,
+            len(self._jobs),
+        )
+
+    async def _open(self) -> None:
+        """Connect, build the parts and prepare the jobs (no background loop yet)."""
         from anarchon import _core
 
         if self._implicit_memory:
@@ -329,7 +425,8 @@ class Scheduler:
         self._stopping = False
         parts = self._build(_core.Timetable(self.instance_id))
         try:
-            await self._time.sync()
+            async with parts.policy.gate:
+                await self._time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -351,19 +448,6 @@ class Scheduler:
         except BaseException:
             self._parts = self._wakeups = None
             raise
-        await parts.fleet.refresh_controls()
-        await parts.fleet.declare()
-        self._started = True
-        self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
-        self._tasks.spawn_loop(parts.fleet.run(), "anarchon-fleet")
-        if parts.keeper is not None:
-            self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
-        self.log.info(
-            "anarchon scheduler %s started on %s with %d job(s)",
-            self.instance_id,
-            self.backend.name,
-            len(self._jobs),
-        )
 
     def _build(self, timetable: Any) -> _Parts:
         """The parts of a started scheduler, wired to each other."""
@@ -382,12 +466,23 @@ class Scheduler:
             on_drift=self._on_drift,
         )
         results: ResultBatcher
+        retries = RetrySteps(
+            backend=self.backend,
+            policy=policy,
+            instance_id=self.instance_id,
+            lease_ms=self.lease_ms,
+            clock=self.clock,
+            now_ms=self._time.now_ms,
+            new_token=_new_token,
+            log=self.log,
+        )
         executor = RunExecutor(
             instance_id=self.instance_id,
             now_ms=self._time.now_ms,
             tasks=tasks,
             log=self.log,
             on_ended=lambda run, outcome: results.submit(run, outcome),
+            retries=retries.run,
             skip_check=fleet.skip_reason,
         )
         results = ResultBatcher(
@@ -416,6 +511,7 @@ class Scheduler:
             log=self.log,
             on_won=executor.start,
             on_backup=backup,
+            before_claims=lambda: results.landed(_LANDING_WAIT_S),
         )
         if self._runs is not None:
             keeper = LeaseKeeper(
@@ -432,6 +528,15 @@ class Scheduler:
                 tasks=tasks,
             )
         leased = self._runs is not None
+
+        async def settle() -> None:
+            # Before new claims: handlers already queued start first (the ready queue is FIFO)
+            # and the finishes of runs that ended land, so an overlap=False slot is not skipped
+            # only because this instance lags behind its own earlier runs.
+            if executor.active:
+                await asyncio.sleep(0)
+                await results.landed(_LANDING_WAIT_S)
+
         wakeups = WakeUpLoop(
             timetable=timetable,
             jobs=self._jobs,
@@ -442,14 +547,89 @@ class Scheduler:
             new_run=lambda job, slot, deadline: Run(
                 job, slot, _new_token(), deadline, leased=leased
             ),
-            submit=claims.submit,
+            submit=self._submitter(claims),
+            settle=settle if leased else None,
             before_claims=fleet.refresh_controls,
         )
         return _Parts(policy, claims, executor, results, keeper, wakeups, fleet)
 
+    async def run_due(self) -> list[RunRecord]:
+        """Claim and run every slot due by the clock now; return when they ended (for tests).
+
+        For a scheduler that is not started: its first call connects and
+        prepares the jobs, without any background loop, so a test advances
+        an :class:`anarchon.testing.FakeClock` and calls ``run_due()`` to run
+        exactly the slots up to the clock's time (docs/testing-your-jobs.md).
+        A slot is due at its scheduled time (jitter is not waited for);
+        slots more than ``max_late`` behind the clock are skipped, as
+        always. Returns the history records of the slots it ran (every
+        attempt), oldest first. ``stop()`` ends this mode.
+        """
+        if self._started:
+            raise InvalidConfigError(
+                "run_due() drives a scheduler that is not started; it was started with start()"
+            )
+        submitted: list[Run] = []
+        self._due_log = submitted
+        try:
+            return await self._run_due(submitted)
+        finally:
+            self._due_log = None
+
+    async def _run_due(self, submitted: list[Run]) -> list[RunRecord]:
+        if self._parts is None:
+            await self._open()
+        parts = self._parts
+        assert parts is not None
+        await self._sync_for_call(parts.policy)
+        for job in list(self._jobs.values()):
+            if job.enabled and job.name not in parts.wakeups.timetable:
+                await self._activate(job)
+        due = take_due(
+            parts.wakeups.timetable,
+            self._jobs,
+            self._time.now_ms(),
+            lambda job, slot, deadline: Run(
+                job, slot, _new_token(), deadline, leased=self._runs is not None
+            ),
+        )
+        parts.claims.submit(due)
+        runs = [*submitted, *due]
+        loop = asyncio.get_running_loop()
+        await self._drain(parts, loop.time() + 3600)
+        wanted: dict[str, set[int]] = {}
+        for run in runs:
+            wanted.setdefault(run.job.name, set()).add(run.slot)
+        records: list[RunRecord] = []
+        for name, slots in wanted.items():
+            known = self._jobs.get(name)
+            budget = known.attempt_budget if known is not None else 1
+            found = await self.backend.history(name, len(slots) * (budget + 1) + 10)
+            records.extend(r for r in found if r.slot in slots and not r.manual)
+        records.sort(key=lambda r: (r.slot, r.attempt, r.job))
+        return records
+
+    def _submitter(self, claims: ClaimBatcher) -> Callable[[Sequence[Run]], None]:
+        """The wake-up loop's way to claim: the claim batcher (``run_due()`` also notes the runs)."""
+
+        def submit(runs: Sequence[Run]) -> None:
+            if self._due_log is not None:
+                self._due_log.extend(runs)
+            claims.submit(runs)
+
+        return submit
+
     async def stop(self) -> None:
         """Stop claiming, wait ``stop_grace`` for running handlers, then hand the rest over."""
         if not self._started:
+            manual = self._parts
+            if manual is not None:  # driven by run_due()
+                await self._drain(manual, asyncio.get_running_loop().time() + 5)
+                await self._tasks.cancel_loops()
+                self._parts = self._wakeups = None
+                if self._owns_backend:
+                    await self.backend.close()
+                    self._initialised = False
             return
         parts = self._parts
         assert parts is not None
@@ -656,7 +836,8 @@ class Scheduler:
 
     async def _sync_for_call(self, policy: StorePolicy) -> None:
         try:
-            await self._time.sync()
+            async with policy.gate:
+                await self._time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -671,7 +852,8 @@ class Scheduler:
         running it is logged once at ERROR and the job is unregistered.
         """
         parts = self._parts
-        assert parts is not None
+        if parts is None:  # stopped before the activation ran
+            return
         try:
             prepared = await parts.policy.complete(
                 lambda: self.backend.prepare_job(job.name, job.history_size)
@@ -694,8 +876,6 @@ class Scheduler:
 
 
 def _gave_up(backend: Backend) -> Exception:
-    from anarchon.errors import BackendUnavailableError
-
     return BackendUnavailableError(f"store {backend.name} unreachable while stopping")
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "RunFinish",
     "RunKey",
     "RunRecord",
+    "RunRetry",
     "RunStatus",
     "StoredResult",
 ]
@@ -232,5 +233,25 @@ class ResultWrite:
 
     job: str
     result: StoredResult
+    history_size: int = 1000
+    history_ttl_ms: int | None = None
+
+
+@dataclass(slots=True)
+class RunRetry:
+    """A ``RunStore.retry`` request: end attempt ``token`` after an error and start the next one.
+
+    The next attempt belongs to ``instance_id`` with ``new_token`` and a
+    lease of ``lease_ms``; ``max_attempts`` caps every start of the slot
+    (docs/leases.md, "Retries").
+    """
+
+    job: str
+    slot: int
+    token: str
+    new_token: str
+    instance_id: str
+    lease_ms: int
+    max_attempts: int
     history_size: int = 1000
     history_ttl_ms: int | None = None

@@ -40,6 +40,7 @@ class WakeUpLoop:
         log: logging.Logger,
         new_run: Callable[[Job, int, int], Run],
         submit: Callable[[Sequence[Run]], None],
+        settle: Callable[[], Awaitable[None]] | None = None,
         before_claims: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.timetable = timetable
@@ -50,6 +51,8 @@ class WakeUpLoop:
         self.log = log
         self.new_run = new_run
         self.submit = submit
+        self.settle = settle
+        """Awaited before taking due slots: lets this instance's earlier runs start and land."""
         self.before_claims = before_claims
         """Awaited once per wake-up with due slots (the fleet-wide controls refresh)."""
         self._wake: asyncio.Future[None] | None = None
@@ -79,7 +82,8 @@ class WakeUpLoop:
     async def sync_clock(self) -> None:
         """Re-read the store clock; an error keeps the estimate (a transient one is an outage)."""
         try:
-            await self.store_time.sync()
+            async with self.policy.gate:
+                await self.store_time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -99,6 +103,8 @@ class WakeUpLoop:
         while True:
             if store_time.sync_due():
                 await self.sync_clock()
+            if self.settle is not None:
+                await self.settle()
             now = store_time.now_ms()
             due: list[Run] = []
             for name, slot, _fire_at in timetable.due(now, MAX_DUE_PER_WAKE):

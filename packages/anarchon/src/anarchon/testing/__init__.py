@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from anarchon.testing.fake_clock import FakeClock
 from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, start_fleet
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendContract",
+    "FakeClock",
     "Fleet",
     "FleetContract",
     "FleetResult",

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 from anarchon.backend import Backend, RunStore
 from anarchon.testing._batch import LEASE_KINDS, check_lease_batches, run_property, scenarios
-from anarchon.testing._support import ContractBase, new_job, new_token
+from anarchon.testing._support import new_job, new_token
+from anarchon.testing.retry_contract import RetryContract
 from anarchon.types import ClaimInput, ClaimOutcome, RunClaim, RunRecord, StoredResult
 
 __all__ = ["LeaseContract"]
@@ -56,7 +57,7 @@ async def _records(backend: Backend, job: str, slot: int) -> list[RunRecord]:
     return [r for r in await backend.history(job, 100) if r.slot == slot]
 
 
-class LeaseContract(ContractBase):
+class LeaseContract(RetryContract):
     """Contract tests for :class:`anarchon.RunStore` (``backend.runs``).
 
     Override the ``backend`` fixture (it must have ``runs``). ``lease_ms`` is
@@ -71,7 +72,7 @@ class LeaseContract(ContractBase):
     """Concurrent claimers in the lease races."""
     race_rounds: ClassVar[int] = 20
     """Fresh slots raced for in the fresh-claim race."""
-    batch_examples: ClassVar[int] = 30
+    batch_examples: ClassVar[int] = 25
     """Hypothesis examples of the batch property (each builds two small jobs)."""
     batch_lease_ms: ClassVar[int] = 50
     """The lease of the expired states in the batch property (waited out once per example)."""
