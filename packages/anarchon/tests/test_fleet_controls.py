@@ -173,3 +173,11 @@ def test_schedule_text_round_trips() -> None:
         assert parse_schedule(text) == schedule
     assert describe_schedule(Every("5s")) == "every 5000ms"
     assert describe_schedule(Cron("0  3 * * *", tz="UTC")) == "cron 0 3 * * * UTC"
+
+
+def test_one_off_schedule_round_trips() -> None:
+    from anarchon.one_off import Once
+
+    once = Once(1_800_000_000_000)
+    assert describe_schedule(once) == "once 1800000000000ms"
+    assert parse_schedule("once 1800000000000ms") == once

@@ -7,7 +7,8 @@ values, keys sorted, no spaces. It depends on nothing but those values, so it
 is equal across processes, machines and versions that agree on them.
 
 Schedule text: ``"every <interval>ms"`` plus ``" offset <offset>ms"`` when the
-offset is not zero, or ``"cron <expression> <zone>"``; :func:`parse_schedule`
+offset is not zero, ``"cron <expression> <zone>"``, or ``"once <at>ms"`` for a
+one-off run; :func:`parse_schedule`
 reads it back.
 """
 
@@ -18,6 +19,7 @@ import json
 
 from anarchon.errors import InvalidJobError
 from anarchon.jobs import Job
+from anarchon.one_off import Once
 from anarchon.schedules import Cron, Every, Schedule
 
 __all__ = ["describe_schedule", "fingerprint", "parse_schedule"]
@@ -41,6 +43,8 @@ def describe_schedule(schedule: Schedule) -> str:
         return f"{text} offset {offset}ms" if offset else text
     if isinstance(schedule, Cron):
         return f"cron {' '.join(schedule.expression.split())} {schedule.tz}"
+    if isinstance(schedule, Once):
+        return f"once {schedule.at_ms}ms"
     raise InvalidJobError(f"cannot describe schedule {schedule!r}")
 
 
@@ -50,6 +54,8 @@ def parse_schedule(text: str) -> Schedule:
     if kind == "every":
         interval, _, offset = rest.partition(" offset ")
         return Every(interval.strip(), offset.strip() or 0)
+    if kind == "once" and rest.endswith("ms") and rest[:-2].isdigit():
+        return Once(int(rest[:-2]))
     if kind == "cron":
         expression, _, zone = rest.strip().rpartition(" ")
         if expression:
