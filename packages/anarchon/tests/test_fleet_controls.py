@@ -181,3 +181,15 @@ def test_one_off_schedule_round_trips() -> None:
     once = Once(1_800_000_000_000)
     assert describe_schedule(once) == "once 1800000000000ms"
     assert parse_schedule("once 1800000000000ms") == once
+
+
+def test_skip_reason_spares_slots_due_before_the_skip_was_stored() -> None:
+    from anarchon.fleet_controls import skip_reason
+    from anarchon.fleet_types import JobControl
+
+    control = JobControl("j", skip_until=3_000, updated_at=2_100)
+    assert skip_reason(control, 2_000) is None  # due before the skip, claimed late
+    assert skip_reason(control, 3_000) == "skip_next"
+    assert skip_reason(control, 4_000) is None
+    assert skip_reason(JobControl("j", paused=True), 1) == "paused"
+    assert skip_reason(None, 1) is None
