@@ -193,3 +193,5 @@ def test_skip_reason_spares_slots_due_before_the_skip_was_stored() -> None:
     assert skip_reason(control, 4_000) is None
     assert skip_reason(JobControl("j", paused=True), 1) == "paused"
     assert skip_reason(None, 1) is None
+    assert skip_reason(JobControl("j", skip_until=3_000), 3_000) == "skip_next"
+    assert skip_reason(JobControl("j", skip_until=3_000), 4_000) is None

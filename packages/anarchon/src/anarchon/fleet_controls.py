@@ -77,7 +77,7 @@ def skip_reason(control: JobControl | None, slot: int) -> str | None:
         return "paused"
     # Only slots after the control was stored: a slot that fell due just before
     # the skip but was not claimed yet (a late wake-up) still runs.
-    after = control.updated_at
-    if control.skip_until is not None and (after is None or after < slot <= control.skip_until):
+    until, after = control.skip_until, control.updated_at
+    if until is not None and slot <= until and (after is None or slot > after):
         return "skip_next"
     return None
