@@ -168,17 +168,30 @@ async def test_backend_without_registry_keeps_scheduling(caplog: pytest.LogCaptu
 
 
 def test_schedule_text_round_trips() -> None:
-    from anarchon import Once
-
-    schedules = (
-        Every("5s"),
-        Every("1m", "10s"),
-        Cron("0 3 * * *", tz="Europe/Athens"),
-        Once(1_800_000_000_000),
-    )
-    for schedule in schedules:
+    for schedule in (Every("5s"), Every("1m", "10s"), Cron("0 3 * * *", tz="Europe/Athens")):
         text = describe_schedule(schedule)
         assert parse_schedule(text) == schedule
     assert describe_schedule(Every("5s")) == "every 5000ms"
     assert describe_schedule(Cron("0  3 * * *", tz="UTC")) == "cron 0 3 * * * UTC"
-    assert describe_schedule(Once(1_800_000_000_000)) == "once 1800000000000ms"
+
+
+def test_one_off_schedule_round_trips() -> None:
+    from anarchon.one_off import Once
+
+    once = Once(1_800_000_000_000)
+    assert describe_schedule(once) == "once 1800000000000ms"
+    assert parse_schedule("once 1800000000000ms") == once
+
+
+def test_skip_reason_spares_slots_due_before_the_skip_was_stored() -> None:
+    from anarchon.fleet_controls import skip_reason
+    from anarchon.fleet_types import JobControl
+
+    control = JobControl("j", skip_until=3_000, updated_at=2_100)
+    assert skip_reason(control, 2_000) is None  # due before the skip, claimed late
+    assert skip_reason(control, 3_000) == "skip_next"
+    assert skip_reason(control, 4_000) is None
+    assert skip_reason(JobControl("j", paused=True), 1) == "paused"
+    assert skip_reason(None, 1) is None
+    assert skip_reason(JobControl("j", skip_until=3_000), 3_000) == "skip_next"
+    assert skip_reason(JobControl("j", skip_until=3_000), 4_000) is None

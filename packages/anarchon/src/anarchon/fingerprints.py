@@ -8,7 +8,8 @@ is equal across processes, machines and versions that agree on them.
 
 Schedule text: ``"every <interval>ms"`` plus ``" offset <offset>ms"`` when the
 offset is not zero, ``"cron <expression> <zone>"``, or ``"once <at>ms"`` for a
-one-off run (``at()``); :func:`parse_schedule` reads it back.
+one-off run; :func:`parse_schedule`
+reads it back.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def parse_schedule(text: str) -> Schedule:
     if kind == "every":
         interval, _, offset = rest.partition(" offset ")
         return Every(interval.strip(), offset.strip() or 0)
-    if kind == "once" and rest.strip().endswith("ms") and rest.strip()[:-2].isdigit():
-        return Once(int(rest.strip()[:-2]))
+    if kind == "once" and rest.endswith("ms") and rest[:-2].isdigit():
+        return Once(int(rest[:-2]))
     if kind == "cron":
         expression, _, zone = rest.strip().rpartition(" ")
         if expression:

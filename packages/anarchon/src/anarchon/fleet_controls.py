@@ -75,6 +75,9 @@ def skip_reason(control: JobControl | None, slot: int) -> str | None:
         return None
     if control.paused:
         return "paused"
-    if control.skip_until is not None and slot <= control.skip_until:
+    # Only slots after the control was stored: a slot that fell due just before
+    # the skip but was not claimed yet (a late wake-up) still runs.
+    until, after = control.skip_until, control.updated_at
+    if until is not None and slot <= until and (after is None or slot > after):
         return "skip_next"
     return None

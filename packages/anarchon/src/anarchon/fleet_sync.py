@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 from anarchon.backend import Backend
 from anarchon.clock import Clock
-from anarchon.errors import UnsupportedError
+from anarchon.errors import AnarchonError, UnsupportedError
 from anarchon.fingerprints import describe_schedule, fingerprint
 from anarchon.fleet_controls import skip_reason
 from anarchon.fleet_types import Declaration, JobControl
@@ -83,17 +83,22 @@ class FleetSync:
         if not self.registry:
             return
         chosen = list(self.jobs.values()) if jobs is None else list(jobs)
-        entries = [
-            Declaration(
-                job.name,
-                self.instance_id,
-                self._fingerprint(job),
-                describe_schedule(job.schedule),
-                seen_at=0,
-                expires_at=0,
+        entries: list[Declaration] = []
+        for job in chosen:
+            try:
+                text = describe_schedule(job.schedule)
+            except AnarchonError:  # a schedule type the registry cannot describe
+                continue
+            entries.append(
+                Declaration(
+                    job.name,
+                    self.instance_id,
+                    self._fingerprint(job),
+                    text,
+                    seen_at=0,
+                    expires_at=0,
+                )
             )
-            for job in chosen
-        ]
         try:
             if entries:
                 await self.backend.declare(entries, self.ttl_ms)

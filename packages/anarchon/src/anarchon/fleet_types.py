@@ -37,7 +37,7 @@ class JobControl:
     job: str
     paused: bool = False
     skip_until: int | None = None
-    """Slots at or before this (ms) that have not run are skipped (``skip_next`` sets it to
-    the ``count``-th next slot, computed from the job's schedule)."""
+    """Slots after ``updated_at`` and at or before this (ms) are skipped (``skip_next`` sets
+    it to the ``count``-th next slot, computed from the job's schedule)."""
     updated_at: int | None = None
     updated_by: str | None = None
