@@ -65,7 +65,7 @@ HISTORY_SLACK = 16
 
 def _outcome(reply: Any) -> ClaimOutcome:
     kind = text(reply[0])
-    if kind in ("late", "none"):
+    if kind in ("late", "none", "early"):
         return ClaimOutcome(kind)
     return ClaimOutcome(kind, int(reply[1]), text(reply[2]), int(reply[3]))
 
@@ -123,6 +123,7 @@ class LeaseRuntime(Runtime):
             max(int(claim.history_size), 1),
             self.keep_ms(claim.job),
             "" if ttl is None else int(ttl),
+            "" if claim.early_ms is None else int(claim.early_ms),
         )
 
     # Runtime ------------------------------------------------------------------

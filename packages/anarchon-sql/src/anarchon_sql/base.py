@@ -826,6 +826,7 @@ class SqlBackend(Backend):
             bool(c.overlap),
             None if c.deadline_ms is None else int(c.deadline_ms),
             bool(c.create),
+            None if c.early_ms is None else int(c.early_ms),
         )
 
     async def _claim_row(self, c: RunClaim) -> Row:
@@ -852,6 +853,7 @@ class SqlBackend(Backend):
                     [bool(c.overlap) for c in chunk],
                     [None if c.deadline_ms is None else int(c.deadline_ms) for c in chunk],
                     [bool(c.create) for c in chunk],
+                    [None if c.early_ms is None else int(c.early_ms) for c in chunk],
                 )
                 rows = await self._statement(client, self._claim_many_sql, params)
                 by_index = {int(row[0]): tuple(row[1:]) for row in rows}
@@ -953,6 +955,8 @@ class SqlBackend(Backend):
             ),
         )
         if not rows:
+            if c.early_ms is not None and c.slot > now + c.early_ms:
+                return ("early", 0, None, None, None)
             if c.deadline_ms is not None and now > c.deadline_ms:
                 return ("late", 0, None, None, None)
             if not c.create:

@@ -344,6 +344,8 @@ class MemoryRunStore(RunStore):
         return self._outcome("done", state)
 
     def _claim_new(self, claim: RunClaim, data: _JobData, now: int) -> ClaimOutcome:
+        if claim.early_ms is not None and claim.slot > now + claim.early_ms:
+            return ClaimOutcome("early")
         if claim.deadline_ms is not None and now > claim.deadline_ms:
             return ClaimOutcome("late")
         if not claim.create:

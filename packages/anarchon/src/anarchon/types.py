@@ -34,7 +34,7 @@ __all__ = [
 RunStatus = Literal["running", "ok", "error", "timeout", "cancelled", "interrupted", "skipped"]
 """How a run ended (``running`` while it has no result)."""
 
-OutcomeKind = Literal["won", "running", "done", "overlap", "none", "late"]
+OutcomeKind = Literal["won", "running", "done", "overlap", "none", "late", "early"]
 """The kinds of :class:`ClaimOutcome` this version knows; backends may return others (treated as ``done``)."""
 
 
@@ -158,6 +158,12 @@ class RunClaim:
     create: bool = True
     history_size: int = 1000
     history_ttl_ms: int | None = None
+    early_ms: int | None = None
+    """How far ahead of the store's clock the slot may be (the job's jitter plus an allowance).
+
+    A new run for ``slot > store now + early_ms`` is refused with the outcome
+    ``early`` (nothing written): the caller's clock runs ahead. ``None``: no check.
+    """
 
     @classmethod
     def plain(cls, input: ClaimInput) -> RunClaim:
