@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from anarchon.clock import Clock
 from anarchon.errors import BackendError
 from anarchon.run_state import Phase, Run
+from anarchon.skip_log import SkipLog
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import GAVE_UP, StorePolicy
 from anarchon.tasks import TaskSet
@@ -27,6 +28,9 @@ Won = Callable[[Run, int, float], None]
 """``on_won(run, attempt, lease_until)``: start the handler (``lease_until`` is monotonic)."""
 Backup = Callable[[Run, "int | None"], None]
 """``on_backup(run, lease_expires_at)``: watch the run another instance holds."""
+
+EARLY_ALLOWANCE_MS = 5_000
+"""How far beyond a job's jitter a slot may lie ahead of the store's clock before the store answers ``early``."""
 
 
 class ClaimBatcher:
@@ -45,6 +49,7 @@ class ClaimBatcher:
         on_won: Won,
         on_backup: Backup,
         before_claims: Callable[[], Awaitable[None]] | None = None,
+        on_early: Callable[[], None] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.lease_ms = lease_ms
@@ -57,8 +62,12 @@ class ClaimBatcher:
         self.on_backup = on_backup
         self.before_claims = before_claims
         """Awaited before each lease claim chunk (the result batcher's ``landed``)."""
+        self.on_early = on_early
+        """Called when the store answered ``early``: re-sync the store clock."""
         self.leases = batches.runs is not None
         self.stopping = False
+        self._skips = SkipLog(clock, log)
+        self._early_logged = False
 
     def submit(self, runs: Sequence[Run]) -> None:
         """Claim ``runs`` now: one task per chunk, none per run."""
@@ -84,6 +93,7 @@ class ClaimBatcher:
             not run.recheck,
             job.history_size,
             job.history_ttl_ms,
+            job.jitter_ms + EARLY_ALLOWANCE_MS,
         )
 
     async def _lease_chunk(self, runs: Sequence[Run]) -> None:
@@ -113,6 +123,7 @@ class ClaimBatcher:
             return
         lease_until = sent + self.lease_ms / 1000
         released: list[Run] = []
+        early = 0
         for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
             kind = outcome.kind
             if kind == "won":
@@ -124,15 +135,30 @@ class ClaimBatcher:
                 self.on_backup(run, outcome.lease_expires_at)
             else:
                 if kind == "overlap":
-                    self.log.info(
-                        "anarchon: %s slot %d skipped: an earlier run still holds its lease"
-                        " (overlap=False)",
-                        run.job.name,
-                        run.slot,
-                    )
-                run.phase = Phase.ENDED  # done, none, late, or a kind this version does not know
+                    self._skips.skipped(run.job.name, run.slot)
+                elif kind == "early":
+                    early += 1
+                run.phase = (
+                    Phase.ENDED
+                )  # done, none, late, early, or a kind this version does not know
+        if early:
+            self._early(runs[0], early)
         for run in released:
             await self._release(run)
+
+    def _early(self, run: Run, count: int) -> None:
+        """The store refused slots ahead of its clock: log once, re-sync the clock."""
+        if not self._early_logged:
+            self._early_logged = True
+            self.log.warning(
+                "anarchon: the store refused %d claim(s) as early (e.g. %s slot %d): this"
+                " instance's estimate of the store clock runs ahead; re-syncing it",
+                count,
+                run.job.name,
+                run.slot,
+            )
+        if self.on_early is not None:
+            self.on_early()
 
     async def _retry(
         self, runs: Sequence[Run], requests: list[RunClaim]

@@ -486,6 +486,7 @@ class Scheduler:
             on_won=executor.start,
             on_backup=backup,
             before_claims=lambda: results.landed(_LANDING_WAIT_S),
+            on_early=self._time.resync_soon,
         )
         if self._runs is not None:
             keeper = LeaseKeeper(

@@ -40,8 +40,11 @@ class StoreTime:
         """True when the last sync is older than :data:`SYNC_INTERVAL_S`."""
         return self._clock.monotonic() - self.synced_at >= SYNC_INTERVAL_S
 
-    async def sync(self) -> None:
-        """Read the store clock (errors reach the caller; the estimate is kept)."""
+    async def sync(self) -> int:
+        """Read the store clock (errors reach the caller; the estimate is kept).
+
+        Returns how far the estimate moved, in ms (negative: it was ahead).
+        """
         sent = self._clock.monotonic()
         store_ms = await self._source()
         received = self._clock.monotonic()
@@ -50,9 +53,15 @@ class StoreTime:
             midpoint = received
         else:
             midpoint = (sent + received) / 2
+        before = self.now_ms()
         self._base_ms = int(store_ms)
         self._base_mono = midpoint
         self.synced_at = received
+        return self.now_ms() - before
+
+    def resync_soon(self) -> None:
+        """Make the next :meth:`sync_due` true (the store said our estimate is off)."""
+        self.synced_at = float("-inf")
 
     def postpone(self, retry_s: float = 5.0) -> None:
         """After a failed sync: keep the estimate and try again in ``retry_s`` seconds."""
