@@ -30,9 +30,7 @@ def test_silently_dead_connections_heal(redis_server: Server) -> None:
 
         def make(port: int) -> Backend:
             auth = f":{redis_server.password}@" if redis_server.password else ""
-            return RedisBackend(
-                f"redis://{auth}127.0.0.1:{port}/0?socket_timeout={CALL_TIMEOUT_S}"
-            )
+            return RedisBackend(f"redis://{auth}127.0.0.1:{port}/0?socket_timeout={CALL_TIMEOUT_S}")
 
         try:
             return await check_heals(make, proxy, heartbeat_s=1.0, call_timeout_s=CALL_TIMEOUT_S)
