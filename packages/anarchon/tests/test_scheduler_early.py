@@ -66,3 +66,30 @@ async def test_early_claims_are_refused_logged_once_and_resync_the_clock(
     assert sorted(store_slots) == sorted(slots)
     assert not [ms for ms in ahead if ms > 5_000], ahead
     assert len(slots) > before, "runs resume on the store's time after the re-sync"
+
+
+async def test_a_wiped_store_is_reported_as_state_gone(caplog: pytest.LogCaptureFixture) -> None:
+    """A store that lost its state (a restart without persistence) is not "another instance"."""
+    backend = MemoryBackend()
+    started = asyncio.Event()
+
+    async def job(ctx: RunContext) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    scheduler = Scheduler(backend, instance_id="a", lease="900ms", heartbeat="300ms")
+    scheduler.every("long", "1h", job, jitter=0, max_late="2h")
+    caplog.set_level(logging.INFO, logger="anarchon")
+    await scheduler.start()
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        store = backend._store
+        with store._lock:
+            store._jobs.clear()  # what a Redis restart without persistence leaves
+        await _until(lambda: "lost its lease" in caplog.text, 5)
+    finally:
+        await scheduler.stop()
+    lost = [m for r in caplog.records if "cancelling the handler" in (m := r.getMessage())]
+    assert len(lost) == 1, lost
+    assert "the store has no state for this run" in lost[0]
+    assert "another instance" not in lost[0]

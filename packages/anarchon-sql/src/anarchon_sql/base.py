@@ -44,6 +44,7 @@ from anarchon.types import (
     ClaimOutcome,
     ClaimRecord,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
@@ -51,6 +52,7 @@ from anarchon.types import (
     RunRecord,
     RunRetry,
     StoredResult,
+    lease_state_of,
 )
 
 from anarchon_sql.calls import store_call
@@ -136,6 +138,9 @@ class _Statements:
         self.run_row = q(
             "SELECT attempt, max_attempts, token, status, runner, lease_expires_at,"
             f" started_at, released FROM {runs} WHERE job = ? AND slot = ?{dialect.for_update}"
+        )
+        self.lease_state = q(
+            f"SELECT token, status, released FROM {runs} WHERE job = ? AND slot = ?"
         )
         self.live_older = q(
             f"SELECT runner, lease_expires_at FROM {runs} WHERE job = ? AND status = 'running'"
@@ -404,6 +409,17 @@ class SqlRunStore(RunStore):
     async def now_ms(self) -> int:
         """The database server's clock, in ms since the epoch."""
         return await self._backend._server_now()
+
+    @store_call
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)`` (one plain read)."""
+        b = self._backend
+        client = await b._ready()
+        rows = await client.all(b._sql.lease_state, (job, int(slot)))
+        if not rows:
+            return lease_state_of(token, None, False, False)
+        stored, status, released = rows[0]
+        return lease_state_of(token, str(stored), str(status) == "running", bool(int(released)))
 
     @store_call
     async def active(self, job: str) -> list[ActiveRun]:

@@ -34,6 +34,20 @@ _EXPIRY_MARGIN_MS = 5
 """A backup re-checks this long after the runner's lease would expire."""
 
 
+_WHY_TIMEOUT_S = 2.0
+"""How long to wait for the store's explanation of a refused heartbeat."""
+
+_REFUSED = {
+    "other": "another instance owns the run now",
+    "gone": "the store has no state for this run: restarted without persistence?",
+    "ended": "the store already ended this attempt",
+    "held": "the store refused the heartbeat although this attempt still holds the run",
+    "unknown": "the store refused the heartbeat: another instance owns the run, or its state"
+    " is gone",
+}
+"""The log reason of a lost lease, by ``RunStore.lease_state``."""
+
+
 class LeaseKeeper:
     """Renews held leases in batches and schedules backup re-checks."""
 
@@ -176,13 +190,31 @@ class LeaseKeeper:
         if self.policy.outage:
             self.policy.recovered()
         lease_until = sent + self.lease_ms / 1000
+        refused: list[Run] = []
         for run, ok in zip(runs, answers):  # noqa: B905 - a short answer renews fewer leases
             if not run.holds_lease:
                 continue
             if ok:
                 run.lease_until = lease_until
             else:
-                self.lose(run, "another instance owns the run now")
+                refused.append(run)
+        for run in refused:
+            self.lose(run, await self._why_refused(run))
+
+    async def _why_refused(self, run: Run) -> str:
+        """What the store says about a refused heartbeat (``RunStore.lease_state``)."""
+        runs = self.batches.runs
+        state = "unknown"
+        if runs is not None:
+            try:
+                state = await asyncio.wait_for(
+                    runs.lease_state(run.job.name, run.slot, run.token), _WHY_TIMEOUT_S
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # only an explanation: the lease is lost either way
+                state = "unknown"
+        return _REFUSED.get(state, _REFUSED["unknown"])
 
     def lose(self, run: Run, why: str) -> None:
         """The lease is gone: cancel the handler; its result will not be stored."""

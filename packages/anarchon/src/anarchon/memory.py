@@ -38,6 +38,7 @@ from anarchon.types import (
     ClaimOutcome,
     ClaimRecord,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
@@ -45,6 +46,7 @@ from anarchon.types import (
     RunRecord,
     RunRetry,
     StoredResult,
+    lease_state_of,
 )
 
 __all__ = ["MemoryBackend", "MemoryRunStore", "NowMs"]
@@ -226,6 +228,15 @@ class MemoryRunStore(RunStore):
     async def now_ms(self) -> int:
         """The store clock (the clock given to the backend, else the wall clock)."""
         return self._now()
+
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)``."""
+        with self._lock:
+            data = self._jobs.get(job)
+            state = None if data is None else data.states.get(slot)
+            if state is None:
+                return lease_state_of(token, None, False, False)
+            return lease_state_of(token, state.token, state.status == "running", state.released)
 
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""

@@ -20,6 +20,7 @@ __all__ = [
     "ClaimOutcome",
     "ClaimRecord",
     "JobLimits",
+    "LeaseState",
     "OutcomeKind",
     "ResultWrite",
     "RunClaim",
@@ -29,6 +30,7 @@ __all__ = [
     "RunRetry",
     "RunStatus",
     "StoredResult",
+    "lease_state_of",
 ]
 
 RunStatus = Literal["running", "ok", "error", "timeout", "cancelled", "interrupted", "skipped"]
@@ -36,6 +38,29 @@ RunStatus = Literal["running", "ok", "error", "timeout", "cancelled", "interrupt
 
 OutcomeKind = Literal["won", "running", "done", "overlap", "none", "late", "early"]
 """The kinds of :class:`ClaimOutcome` this version knows; backends may return others (treated as ``done``)."""
+
+
+LeaseState = Literal["held", "other", "ended", "gone", "unknown"]
+"""Why a token does (not) hold a run's lease: ``RunStore.lease_state`` (docs/leases.md).
+
+``held``: the token's attempt is running; ``other``: another token's attempt
+owns the run; ``ended``: the run (or this attempt) ended; ``gone``: the store
+has no state for the run at all (e.g. a restart without persistence);
+``unknown``: the store cannot tell (the default).
+"""
+
+
+def lease_state_of(
+    token: str, state_token: str | None, running: bool, released: bool
+) -> LeaseState:
+    """Classify a stored run state (``state_token`` None: no state) for ``token``."""
+    if state_token is None:
+        return "gone"
+    if state_token != token:
+        return "other"
+    if running and not released:
+        return "held"
+    return "ended"
 
 
 def _utc(ms: int) -> datetime:

@@ -371,6 +371,27 @@ class LeaseContract(RetryContract):
 
         self.run(backend, body)
 
+    def test_lease_state_tells_why_a_token_has_no_lease(self, backend: Backend) -> None:
+        """``lease_state``: held, other, ended, gone (or ``unknown`` from the fallback)."""
+
+        async def body(b: Backend) -> None:
+            runs, job = _runs(b), new_job("lease-why")
+            await b.prepare_job(job, 1000)
+            slot = await _slot(runs)
+            mine = self.request(job, slot, "instance-a")
+            assert (await runs.claim(mine)).kind == "won"
+            if type(runs).lease_state is RunStore.lease_state:
+                assert await runs.lease_state(job, slot, mine.token) == "unknown"
+                return
+            assert await runs.lease_state(job, slot, mine.token) == "held"
+            assert await runs.lease_state(job, slot, new_token()) == "other"
+            assert await runs.lease_state(job, slot - 1000, mine.token) == "gone"
+            assert await runs.lease_state(new_job("never"), slot, mine.token) == "gone"
+            assert await runs.finish(job, slot, mine.token, "ok")
+            assert await runs.lease_state(job, slot, mine.token) == "ended"
+
+        self.run(backend, body)
+
     # Heartbeat / finish / release -------------------------------------
 
     def test_wrong_token_changes_nothing(self, backend: Backend) -> None:
