@@ -50,10 +50,16 @@ async def check_heals(
 
     backend = make_backend(proxy.port)
     lease_s = max(3 * heartbeat_s, 3.0)
-    leases: dict[str, str] = {}
-    if backend.runs is not None:  # claim-only backends have no lease options
-        leases = {"lease": f"{int(lease_s * 1000)}ms", "heartbeat": f"{int(heartbeat_s * 1000)}ms"}
-    scheduler = Scheduler(backend, instance_id="healer", stop_grace=5, **leases)
+    if backend.runs is not None:
+        scheduler = Scheduler(
+            backend,
+            instance_id="healer",
+            stop_grace=5,
+            lease=f"{int(lease_s * 1000)}ms",
+            heartbeat=f"{int(heartbeat_s * 1000)}ms",
+        )
+    else:  # claim-only backends have no lease options
+        scheduler = Scheduler(backend, instance_id="healer", stop_grace=5)
     scheduler.every(job, "500ms", handler, jitter=0, max_late="30s")
     await scheduler.start()
     try:
