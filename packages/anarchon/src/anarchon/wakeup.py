@@ -93,8 +93,8 @@ class WakeUpLoop:
             return
         if shift < -_REWIND_MS:
             self._rewind()
-        if self.policy.outage:
-            self.policy.recovered()
+        if self.policy.outage and self.store_time.read_store:
+            self.policy.recovered()  # only real I/O proves the store is reachable
 
     def _rewind(self) -> None:
         """The estimate of store time stepped back: restart every job's slots from the new now.
