@@ -39,6 +39,7 @@ from anarchon.errors import (
     StoreFormatError,
     UnsupportedError,
 )
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
 from anarchon.jobs import DEFAULTS
 from anarchon.registry import redact_url
@@ -54,6 +55,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.errors import APIError
 
+from anarchon_nats import _fleet
 from anarchon_nats._clock import CLOCK_TOKEN, parse_stamp_ms
 from anarchon_nats._config import (
     FORMAT_TOKEN,
@@ -774,6 +776,93 @@ class NatsBackend(Backend):
         """Pipelined requests (see :class:`~anarchon_nats._pipeline.Pipeline`)."""
         with self._driver_errors(what):
             return await self._pipeline.requests(nc, requests, self.request_timeout)
+
+    # Fleet registry and controls (subjects: anarchon_nats._fleet) --------------
+
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Publish each declaration to its subject; purge the subjects of expired ones."""
+        nc = await self._client()
+        with self._driver_errors("fleet registry"):
+            await asyncio.gather(
+                *(
+                    self._publish(
+                        nc,
+                        _fleet.declaration_subject(self.prefix, d.job, d.instance_id),
+                        _fleet.declaration_payload(d, ttl_ms),
+                        "fleet registry",
+                    )
+                    for d in declarations
+                )
+            )
+            _, expired = await self._declared(nc)
+            for subject in expired:
+                try:
+                    await self._api(nc, f"STREAM.PURGE.{self.stream}", {"filter": subject})
+                except APIError as error:  # e.g. a stream that denies purges: read filters them
+                    log.debug("anarchon: purging %s failed: %s", subject, error)
+
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        nc = await self._client()
+        with self._driver_errors("fleet registry"):
+            live, _ = await self._declared(nc)
+        return [d for d in live if job is None or d.job == job]
+
+    async def set_control(self, control: JobControl) -> None:
+        """Publish the job's control (its stored time is ``updated_at``)."""
+        nc = await self._client()
+        with self._driver_errors("fleet-wide controls"):
+            await self._publish(
+                nc,
+                _fleet.control_subject(self.prefix, control.job),
+                _fleet.control_payload(control),
+                "fleet-wide controls",
+            )
+
+    async def controls(self) -> dict[str, JobControl]:
+        """Every job's newest control."""
+        nc = await self._client()
+        with self._driver_errors("fleet-wide controls"):
+            found = await self._newest(nc, _fleet.filters(self.prefix)[1])
+        controls = [_fleet.control_of(self.stream, s, data, ms) for s, data, ms in found]
+        return {c.job: c for c in controls}
+
+    async def _declared(self, nc: Client) -> tuple[list[Declaration], list[str]]:
+        """Unexpired declarations, and the subjects of expired ones (by the newest stored time)."""
+        found = await self._newest(nc, _fleet.filters(self.prefix)[0])
+        if not found:
+            return [], []
+        now = await self.now_ms()
+        live: list[Declaration] = []
+        expired: list[str] = []
+        for subject, data, ms in found:
+            entry = _fleet.declaration_of(self.stream, subject, data, ms)
+            if entry.expires_at > now:
+                live.append(entry)
+            else:
+                expired.append(subject)
+        return live, expired
+
+    async def _newest(self, nc: Client, wildcard: str) -> list[tuple[str, bytes, int]]:
+        """The newest message of each subject matching ``wildcard``: (subject, data, stored ms)."""
+        info = await self._api(nc, f"STREAM.INFO.{self.stream}", {"subjects_filter": wildcard})
+        subjects = sorted((info.get("state") or {}).get("subjects") or {})
+        stored = await asyncio.gather(
+            *(self._get_message(nc, {"last_by_subj": subject}) for subject in subjects)
+        )
+        out: list[tuple[str, bytes, int]] = []
+        for subject, message in zip(subjects, stored, strict=True):
+            if message is None:  # purged in between
+                continue
+            try:
+                ms = int(parse_stamp_ms(message.time))
+            except ValueError:
+                raise ForeignDataError(
+                    f"stream {self.stream!r}: the message on {subject!r} has no stored time",
+                    key=subject,
+                ) from None
+            out.append((subject, message.data, ms))
+        return out
 
     # Clock ---------------------------------------------------------------------
 

@@ -14,7 +14,11 @@ Tables (``<p>`` is the table prefix, default ``anarchon_``):
 ``<p>claims``     one row per won attempt and per manual run (history)
 ``<p>results``    one row per ended attempt (history)
 ``<p>jobs``       per job: a counter of saved results (drives trimming)
+``<p>fleet``      the fleet registry: one row per ``(job, instance_id)``
+``<p>controls``   fleet-wide pause and skip, one row per job
 ================  ==========================================================
+
+The last two are in :mod:`anarchon_sql.fleet_sql`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from anarchon.errors import (
     InvalidConfigError,
     StoreFormatError,
 )
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
@@ -59,6 +64,7 @@ from anarchon_sql.calls import store_call
 from anarchon_sql.client import Row, SqlClient
 from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
 from anarchon_sql.driver_errors import is_connection_error, is_transient_sql_error, scrub
+from anarchon_sql.fleet_sql import FleetStatements, control_of, declaration_of, fleet_ddl
 from anarchon_sql.foreign import find_foreign_table
 from anarchon_sql.retry import retry_tx
 
@@ -272,6 +278,7 @@ def _ddl(dialect: SqlDialect, tables: SqlTables) -> list[str]:
         f" manual INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job, slot, token))",
         f"CREATE TABLE IF NOT EXISTS {t.jobs} ("
         f"job {text} PRIMARY KEY, saves {big} NOT NULL DEFAULT 0)",
+        *fleet_ddl(dialect, tables),
         *dialect.extra_tables(tables),
     ]
 
@@ -483,6 +490,7 @@ class SqlBackend(Backend):
         self.tables = SqlTables(table_prefix)
         self.batch_size = batch_size
         self._sql = _Statements(dialect, self.tables)
+        self._fleet = FleetStatements(dialect, self.tables)
 
         def prepared(sql: str | None) -> str | None:
             return None if sql is None else dialect.placeholders(sql)
@@ -823,6 +831,46 @@ class SqlBackend(Backend):
     async def now_ms(self) -> int:
         """The database server's clock in ms."""
         return await self._server_now()
+
+    # Fleet registry and controls (anarchon_sql.fleet_sql) ------------------
+
+    @store_call
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Upsert this instance's declarations (server clock) and drop expired ones."""
+        client = await self._ready()
+        fleet = self._fleet
+        await self._in_transaction(client, lambda tx: fleet.declare_tx(tx, declarations, ttl_ms))
+
+    @store_call
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        client = await self._ready()
+        if job is None:
+            rows = await client.all(self._fleet.all, ())
+        else:
+            rows = await client.all(self._fleet.of_job, (job,))
+        return [declaration_of(row) for row in rows]
+
+    @store_call
+    async def set_control(self, control: JobControl) -> None:
+        """Replace the job's control row (``updated_at``: server clock)."""
+        client = await self._ready()
+        await client.all(
+            self._fleet.set_control,
+            (
+                control.job,
+                1 if control.paused else 0,
+                control.skip_until,
+                control.updated_by,
+            ),
+        )
+
+    @store_call
+    async def controls(self) -> dict[str, JobControl]:
+        """Every job's control row."""
+        client = await self._ready()
+        found = [control_of(row) for row in await client.all(self._fleet.controls, ())]
+        return {c.job: c for c in found}
 
     # Internals -------------------------------------------------------------
 

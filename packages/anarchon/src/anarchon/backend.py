@@ -229,7 +229,7 @@ class Backend(abc.ABC):
             return False
         return isinstance(error, (ConnectionError, TimeoutError, OSError))
 
-    # Optional fleet members (docs/operations.md, "Fleet view") --------------
+    # Optional fleet members (docs/operations.md, "Fleet registry") --------------
     # A backend without them still schedules; the fleet view, drift warnings
     # and pause/resume/skip then raise UnsupportedError naming the backend.
 

@@ -41,6 +41,7 @@ class RunExecutor:
         log: logging.Logger,
         on_ended: Callable[[Run, Outcome], None],
         retries: Retries | None = None,
+        skip_check: Callable[[str, int], str | None] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.now_ms = now_ms
@@ -48,6 +49,8 @@ class RunExecutor:
         self.log = log
         self.on_ended = on_ended
         self.retries = retries
+        self.skip_check = skip_check
+        """``skip_check(job, slot)``: the fleet-wide control's reason to skip a won slot, or None."""
         self.active: dict[tuple[str, int], Run] = {}
         """Runs this instance won, by ``(job, slot)``, until their end is stored."""
 
@@ -69,6 +72,14 @@ class RunExecutor:
         }
 
     async def _execute(self, run: Run) -> None:
+        reason = self.skip_check(run.job.name, run.slot) if self.skip_check is not None else None
+        if reason is not None:  # the winner records the skip, so it is recorded once
+            run.skip_reason = reason
+            now = self.now_ms()
+            self.log.info("anarchon: %s slot %d skipped (%s)", run.job.name, run.slot, reason)
+            run.phase = Phase.FINISHING
+            self.on_ended(run, ("skipped", None, now, now))
+            return
         try:
             first = await self.invoke(run)
             outcome: Outcome | None = first

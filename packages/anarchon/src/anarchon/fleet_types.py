@@ -1,4 +1,4 @@
-"""What the fleet registry and fleet-wide controls store (docs/operations.md, "Fleet view").
+"""What the fleet registry and fleet-wide controls store (docs/operations.md, "Fleet registry").
 
 Each instance records what it declares (:class:`Declaration`), refreshed every
 few minutes and expiring when it stops; operators pause, resume and skip jobs

@@ -21,6 +21,7 @@ that window (plus a minute of margin) is trimmed, down to about
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -31,6 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from anarchon.backend import Backend, RunStore
 from anarchon.errors import InvalidConfigError
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
 from anarchon.types import (
     ActiveRun,
@@ -547,6 +549,8 @@ class MemoryBackend(Backend):
         self._store = MemoryRunStore(clock)
         self.runs = self._store if leases else None
         self.url: str = "memory://"
+        self._declared: dict[tuple[str, str], Declaration] = {}
+        self._controls: dict[str, JobControl] = {}
 
     @property
     def clock(self) -> NowMs:
@@ -581,6 +585,41 @@ class MemoryBackend(Backend):
                 backend.url = f"memory://{name}"
                 _NAMED[name] = backend
             return backend
+
+    # Fleet registry and controls (docs/operations.md, "Fleet registry") ----
+
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Record or refresh each declaration; it expires ``ttl_ms`` after store time now."""
+        with self._store._lock:
+            now = self.clock.now_ms()
+            for d in declarations:
+                self._declared[(d.job, d.instance_id)] = dataclasses.replace(
+                    d, seen_at=now, expires_at=now + ttl_ms
+                )
+            for key in [k for k, d in self._declared.items() if d.expires_at <= now]:
+                del self._declared[key]
+
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        with self._store._lock:
+            now = self.clock.now_ms()
+            return [
+                d
+                for d in self._declared.values()
+                if d.expires_at > now and (job is None or d.job == job)
+            ]
+
+    async def set_control(self, control: JobControl) -> None:
+        """Store the control of ``control.job``, stamped with store time."""
+        with self._store._lock:
+            self._controls[control.job] = dataclasses.replace(
+                control, updated_at=self.clock.now_ms()
+            )
+
+    async def controls(self) -> dict[str, JobControl]:
+        """The control of every job that has one."""
+        with self._store._lock:
+            return dict(self._controls)
 
     # Backend ----------------------------------------------------------
 

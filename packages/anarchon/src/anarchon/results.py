@@ -57,7 +57,15 @@ class ResultBatcher:
         """Queue the end of ``run``; it is stored within :data:`FINISH_WINDOW_S`."""
         status, error, started, finished = outcome
         result = StoredResult(
-            run.slot, run.token, self.instance_id, status, started, finished, error, run.attempt
+            run.slot,
+            run.token,
+            self.instance_id,
+            status,
+            started,
+            finished,
+            error,
+            run.attempt,
+            reason=run.skip_reason,
         )
         self._pending.append((run, result))
         if self._timer is None:

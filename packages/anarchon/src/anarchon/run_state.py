@@ -65,6 +65,7 @@ class Run:
         "leased",
         "phase",
         "recheck",
+        "skip_reason",
         "slot",
         "store_error",
         "task",
@@ -83,6 +84,8 @@ class Run:
         self.phase = Phase.CLAIMING
         self.ending: Ending | None = None
         self.recheck = False
+        self.skip_reason: str | None = None
+        """Set when the fleet-wide controls skip this won slot (``paused``, ``skip_next``)."""
         """True once this run has been a backup: its claims no longer create the run."""
         self.attempt = 0
         self.lease_until = 0.0

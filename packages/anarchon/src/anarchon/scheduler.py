@@ -13,6 +13,8 @@ Each behaviour lives in one module:
 - :mod:`anarchon.retry_step`: retries of failed handlers (the ``retry`` option);
 - :mod:`anarchon.one_off`: the single-slot schedule of ``at()``;
 - :mod:`anarchon.due`: ``run_due()``, which drives the parts without background loops (tests).
+- :mod:`anarchon.fleet_sync`: the fleet registry (declarations, drift) and the
+  fleet-wide controls (pause, resume, skip).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ from anarchon.errors import (
     UnsupportedError,
 )
 from anarchon.executor import RunExecutor
+from anarchon.fleet_controls import pause_job, resume_job, skip_job
+from anarchon.fleet_sync import DEFAULT_CONTROL_CACHE_S, DEFAULT_REFRESH_MS, FleetSync
+from anarchon.fleet_types import JobControl
 from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job, build_job
 from anarchon.leases import LeaseKeeper
@@ -103,6 +108,7 @@ class _Parts:
         results: ResultBatcher,
         keeper: LeaseKeeper | None,
         wakeups: WakeUpLoop,
+        fleet: FleetSync,
     ) -> None:
         self.policy = policy
         self.claims = claims
@@ -110,6 +116,7 @@ class _Parts:
         self.results = results
         self.keeper = keeper
         self.wakeups = wakeups
+        self.fleet = fleet
 
 
 class Scheduler:
@@ -135,6 +142,8 @@ class Scheduler:
         heartbeat: Duration = _UNSET,
         stop_grace: Duration = 10,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        fleet_refresh: Duration = DEFAULT_REFRESH_MS / 1000,
+        control_cache: Duration = DEFAULT_CONTROL_CACHE_S,
     ) -> None:
         self._owns_backend = not isinstance(backend, Backend)
         self._implicit_memory = backend is None and not os.environ.get(ENV_VAR, "").strip()
@@ -156,6 +165,8 @@ class Scheduler:
                 f"heartbeat ({self.heartbeat_ms} ms) must be shorter than lease ({self.lease_ms} ms)"
             )
         self.stop_grace_ms = _config_ms(stop_grace, "stop_grace", allow_zero=True)
+        self.fleet_refresh_ms = _config_ms(fleet_refresh, "fleet_refresh")
+        self.control_cache_ms = _config_ms(control_cache, "control_cache", allow_zero=True)
         if (
             isinstance(max_in_flight, bool)
             or not isinstance(max_in_flight, int)
@@ -385,8 +396,11 @@ class Scheduler:
         await self._open()
         parts = self._parts
         assert parts is not None
+        await parts.fleet.refresh_controls()
+        await parts.fleet.declare()
         self._started = True
         self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
+        self._tasks.spawn_loop(parts.fleet.run(), "anarchon-fleet")
         if parts.keeper is not None:
             self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
         self.log.info(
@@ -440,6 +454,17 @@ class Scheduler:
         policy = StorePolicy(self.backend, self.log, self._time.now_ms, self.max_in_flight)
         batches = StoreBatches(self.backend, policy)
         tasks = self._tasks
+        fleet = FleetSync(
+            backend=self.backend,
+            instance_id=self.instance_id,
+            jobs=self._jobs,
+            policy=policy,
+            clock=self.clock,
+            log=self.log,
+            refresh_ms=self.fleet_refresh_ms,
+            control_cache_s=self.control_cache_ms / 1000,
+            on_drift=self._on_drift,
+        )
         results: ResultBatcher
         retries = RetrySteps(
             backend=self.backend,
@@ -458,6 +483,7 @@ class Scheduler:
             log=self.log,
             on_ended=lambda run, outcome: results.submit(run, outcome),
             retries=retries.run,
+            skip_check=fleet.skip_reason,
         )
         results = ResultBatcher(
             instance_id=self.instance_id,
@@ -503,6 +529,15 @@ class Scheduler:
                 tasks=tasks,
             )
         leased = self._runs is not None
+
+        async def settle() -> None:
+            # Before new claims: handlers already queued start first (the ready queue is FIFO)
+            # and the finishes of runs that ended land, so an overlap=False slot is not skipped
+            # only because this instance lags behind its own earlier runs.
+            if executor.active:
+                await asyncio.sleep(0)
+                await results.landed(_LANDING_WAIT_S)
+
         wakeups = WakeUpLoop(
             timetable=timetable,
             jobs=self._jobs,
@@ -514,8 +549,10 @@ class Scheduler:
                 job, slot, _new_token(), deadline, leased=leased
             ),
             submit=self._submitter(claims),
+            settle=settle if leased else None,
+            before_claims=fleet.refresh_controls,
         )
-        return _Parts(policy, claims, executor, results, keeper, wakeups)
+        return _Parts(policy, claims, executor, results, keeper, wakeups, fleet)
 
     async def run_due(self) -> list[RunRecord]:
         """Claim and run every slot due by the clock now; return when they ended (for tests).
@@ -725,6 +762,47 @@ class Scheduler:
         records = await self.history(name, 1)
         return records[0] if records else None
 
+    # Fleet-wide controls (docs/operations.md, "Pause, resume and skip") ----
+
+    async def pause(self, name: str) -> JobControl:
+        """Pause job ``name`` on every instance sharing the store (within one wake-up).
+
+        Each slot that falls due while paused is claimed as usual and recorded
+        once, by the winner, as ``skipped`` with reason ``paused``.
+        """
+        await self._ensure_init()
+        return await pause_job(self.backend, self._job(name).name, self.instance_id)
+
+    async def resume(self, name: str) -> JobControl:
+        """Resume job ``name`` on every instance; slots skipped while paused are not re-run."""
+        await self._ensure_init()
+        return await resume_job(self.backend, self._job(name).name, self.instance_id)
+
+    async def skip_next(self, name: str, count: int = 1) -> JobControl:
+        """Skip the next ``count`` slots of job ``name`` on every instance (reason ``skip_next``)."""
+        job = self._job(name)
+        await self._ensure_init()
+        return await skip_job(self.backend, name, job.schedule, count, self.instance_id)
+
+    def _on_drift(self, job: str, fingerprints: dict[str, int]) -> None:
+        """Instances declare different schedules for ``job``: warn once (and emit ``schedule_drift``).
+
+        ``fingerprints`` maps each fingerprint to the number of instances that hold it.
+        """
+        mine = (
+            self._parts.fleet._fingerprint(self._jobs[job])
+            if self._parts and job in self._jobs
+            else None
+        )
+        self.log.warning(
+            "anarchon: schedule drift for job %s: instances declare different schedules"
+            " (fingerprint: instances %s; this instance: %s)",
+            job,
+            ", ".join(f"{fp}: {n}" for fp, n in fingerprints.items()),
+            mine,
+            extra={"job": job, "fingerprints": fingerprints, "instance": self.instance_id},
+        )
+
     # Internals -------------------------------------------------------
 
     def _every_task(self) -> list[asyncio.Task[Any]]:
@@ -794,6 +872,8 @@ class Scheduler:
             return
         if self._parts is parts:
             parts.wakeups.add_job(job)
+            if self._started:  # added while running: declare it now (start() declares all at once)
+                self._tasks.spawn(parts.fleet.declare([job]), "anarchon-fleet-declare")
 
 
 def _gave_up(backend: Backend) -> Exception:

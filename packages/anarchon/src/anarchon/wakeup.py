@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from anarchon.jobs import Job
@@ -44,6 +44,8 @@ class WakeUpLoop:
         log: logging.Logger,
         new_run: Callable[[Job, int, int], Run],
         submit: Callable[[Sequence[Run]], None],
+        settle: Callable[[], Awaitable[None]] | None = None,
+        before_claims: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.timetable = timetable
         self.jobs = jobs
@@ -53,6 +55,10 @@ class WakeUpLoop:
         self.log = log
         self.new_run = new_run
         self.submit = submit
+        self.settle = settle
+        """Awaited before taking due slots: lets this instance's earlier runs start and land."""
+        self.before_claims = before_claims
+        """Awaited once per wake-up with due slots (the fleet-wide controls refresh)."""
         self._wake: asyncio.Future[None] | None = None
 
     def add_job(self, job: Job) -> None:
@@ -117,6 +123,8 @@ class WakeUpLoop:
         while True:
             if store_time.sync_due():
                 await self.sync_clock()
+            if self.settle is not None:
+                await self.settle()
             now = store_time.now_ms()
             due: list[Run] = []
             for name, slot, _fire_at in timetable.due(now, MAX_DUE_PER_WAKE):
@@ -129,6 +137,8 @@ class WakeUpLoop:
                     continue
                 due.append(self.new_run(job, slot, deadline))
             if due:
+                if self.before_claims is not None:
+                    await self.before_claims()
                 self.submit(due)
             wake_at = timetable.next_wakeup()
             timeout = SYNC_INTERVAL_S if wake_at is None else (wake_at - store_time.now_ms()) / 1000
