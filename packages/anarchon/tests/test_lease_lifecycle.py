@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from anarchon import MemoryBackend, RunContext, Scheduler
-from anarchon.claims import SkipLog
 from anarchon.context import CancelSignal
 from anarchon.leases import safety_margin_ms
 from anarchon.memory import MemoryRunStore
@@ -232,15 +231,3 @@ async def test_an_unknown_claim_outcome_counts_as_done() -> None:
         assert parts.keeper is not None
         assert parts.keeper._backups == []
     assert ran == []
-
-
-def test_overlap_skips_are_aggregated(caplog: pytest.LogCaptureFixture) -> None:
-    log = logging.getLogger("anarchon.test-skips")
-    skips = SkipLog(log, interval_s=60)
-    caplog.set_level(logging.INFO, logger="anarchon.test-skips")
-    for n in range(1000):
-        skips.skipped("job", n * 0.04)  # 25 a second for 40 s
-    skips.skipped("job", 61.0)
-    lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 2
-    assert "1000 slot(s) skipped in the last 61 s" in lines[1]

@@ -88,6 +88,13 @@ _ERR_STREAM_NOT_FOUND = 10059
 _ERR_WRONG_LAST_SEQUENCE = 10071
 _ERR_DUPLICATE_IN_PROCESS = 10158
 
+DEFAULT_PING_INTERVAL_S = 5.0
+"""``ping_interval`` of connections the backend opens (nats-py: 120 s), unless given."""
+DEFAULT_MAX_OUTSTANDING_PINGS = 2
+"""``max_outstanding_pings`` of connections the backend opens, unless given."""
+RECONNECT_AFTER_TIMEOUTS = 3
+"""Requests in a row without an answer after which the backend forces a reconnect."""
+
 _INIT_RETRY_S = 15.0
 """How long ``init()`` waits for JetStream to become ready (a cluster electing leaders)."""
 _NO_JETSTREAM_S = 2.0
@@ -232,6 +239,8 @@ class NatsBackend(Backend):
 
         self._nc: Client | None = None
         self._owned = False
+        self._timeouts = 0
+        self._reconnects: set[asyncio.Task[None]] = set()
         self._ready = False
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
@@ -373,6 +382,10 @@ class NatsBackend(Backend):
                 await user_error_cb(error)
 
         options.setdefault("connect_timeout", min(2.0, max(self.request_timeout, 0.5)))
+        # nats-py's defaults (a PING every 2 min, 2 unanswered) keep a silently dead
+        # connection for minutes; these notice it within about 15 s.
+        options.setdefault("ping_interval", DEFAULT_PING_INTERVAL_S)
+        options.setdefault("max_outstanding_pings", DEFAULT_MAX_OUTSTANDING_PINGS)
         options.setdefault("name", "anarchon")
         nc = Client()
         try:
@@ -432,9 +445,41 @@ class NatsBackend(Backend):
                 delay = min(delay * 2, 1.0)
 
     def _unavailable(self, error: BaseException, what: str) -> BackendUnavailableError:
+        if isinstance(error, (nats.errors.TimeoutError, asyncio.TimeoutError)):
+            return self._no_answer(what)
         return BackendUnavailableError(
             f"NATS at {self.shown} is unavailable ({what}): {type(error).__name__}: {error}"
         )
+
+    def _answered(self) -> None:
+        """A request was answered: the connection works."""
+        self._timeouts = 0
+
+    def _timed_out(self) -> None:
+        """A request timed out; after a few in a row, force a reconnect.
+
+        A connection that died silently answers nothing until nats-py's PING
+        check gives up on it; requests that keep timing out are a sign
+        enough: drop it now and reconnect (only a connection the backend
+        opened).
+        """
+        self._timeouts += 1
+        if self._timeouts < RECONNECT_AFTER_TIMEOUTS:
+            return
+        self._timeouts = 0
+        nc = self._nc
+        if nc is None or not self._owned or not nc.is_connected:
+            return
+        log.info(
+            "anarchon: NATS %s: %d requests in a row timed out; reconnecting",
+            self.shown,
+            RECONNECT_AFTER_TIMEOUTS,
+        )
+        task = asyncio.get_running_loop().create_task(
+            nc._process_op_err(nats.errors.StaleConnectionError())
+        )
+        self._reconnects.add(task)
+        task.add_done_callback(self._reconnects.discard)
 
     async def _client(self) -> Client:
         nc = self._nc
@@ -702,14 +747,17 @@ class NatsBackend(Backend):
         return body
 
     def _no_answer(self, what: str) -> BackendUnavailableError:
+        self._timed_out()
         return BackendUnavailableError(
-            f"NATS at {self.shown} did not answer the {what} within {self.request_timeout:g} s"
+            f"NATS at {self.shown} did not answer the {what}: timeout after"
+            f" {self.request_timeout:g} s"
         )
 
     def _answer(self, msg: Msg | None, what: str) -> dict[str, Any]:
         """One pipelined answer as a JSON object; no answer, no responders: unavailable."""
         if msg is None:
             raise self._no_answer(what)
+        self._answered()
         if not msg.data and msg.headers:
             status = msg.headers.get(_STATUS)
             if status == "503":

@@ -49,6 +49,7 @@ from anarchon.types import (
     ClaimOutcome,
     ClaimRecord,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
@@ -56,6 +57,7 @@ from anarchon.types import (
     RunRecord,
     RunRetry,
     StoredResult,
+    lease_state_of,
 )
 
 from anarchon_sql.calls import store_call
@@ -142,6 +144,9 @@ class _Statements:
         self.run_row = q(
             "SELECT attempt, max_attempts, token, status, runner, lease_expires_at,"
             f" started_at, released FROM {runs} WHERE job = ? AND slot = ?{dialect.for_update}"
+        )
+        self.lease_state = q(
+            f"SELECT token, status, released FROM {runs} WHERE job = ? AND slot = ?"
         )
         self.live_older = q(
             f"SELECT runner, lease_expires_at FROM {runs} WHERE job = ? AND status = 'running'"
@@ -411,6 +416,17 @@ class SqlRunStore(RunStore):
     async def now_ms(self) -> int:
         """The database server's clock, in ms since the epoch."""
         return await self._backend._server_now()
+
+    @store_call
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)`` (one plain read)."""
+        b = self._backend
+        client = await b._ready()
+        rows = await client.all(b._sql.lease_state, (job, int(slot)))
+        if not rows:
+            return lease_state_of(token, None, False, False)
+        stored, status, released = rows[0]
+        return lease_state_of(token, str(stored), str(status) == "running", bool(int(released)))
 
     @store_call
     async def active(self, job: str) -> list[ActiveRun]:
@@ -874,6 +890,7 @@ class SqlBackend(Backend):
             bool(c.overlap),
             None if c.deadline_ms is None else int(c.deadline_ms),
             bool(c.create),
+            None if c.early_ms is None else int(c.early_ms),
         )
 
     async def _claim_row(self, c: RunClaim) -> Row:
@@ -900,6 +917,7 @@ class SqlBackend(Backend):
                     [bool(c.overlap) for c in chunk],
                     [None if c.deadline_ms is None else int(c.deadline_ms) for c in chunk],
                     [bool(c.create) for c in chunk],
+                    [None if c.early_ms is None else int(c.early_ms) for c in chunk],
                 )
                 rows = await self._statement(client, self._claim_many_sql, params)
                 by_index = {int(row[0]): tuple(row[1:]) for row in rows}
@@ -1001,6 +1019,8 @@ class SqlBackend(Backend):
             ),
         )
         if not rows:
+            if c.early_ms is not None and c.slot > now + c.early_ms:
+                return ("early", 0, None, None, None)
             if c.deadline_ms is not None and now > c.deadline_ms:
                 return ("late", 0, None, None, None)
             if not c.create:

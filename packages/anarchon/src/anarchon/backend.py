@@ -25,6 +25,7 @@ from anarchon.types import (
     ClaimInput,
     ClaimOutcome,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
@@ -73,6 +74,15 @@ class RunStore(abc.ABC):
         """Unfinished runs of ``job`` and whether each lease is live."""
 
     # Optional members ---------------------------------------------------
+
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)`` (one read, no writes).
+
+        Asked after a heartbeat was refused, so the scheduler can tell "another
+        instance owns the run" from "the store has no state for this run".
+        Default, for stores written before this member existed: ``unknown``.
+        """
+        return "unknown"
 
     native_retry: ClassVar[bool] = False
     """True when :meth:`retry` is one atomic step in the store (not the fallback)."""

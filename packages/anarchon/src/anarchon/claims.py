@@ -16,20 +16,21 @@ from collections.abc import Awaitable, Callable, Sequence
 from anarchon.clock import Clock
 from anarchon.errors import BackendError
 from anarchon.run_state import Phase, Run
+from anarchon.skip_log import SkipLog
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import GAVE_UP, StorePolicy
 from anarchon.tasks import TaskSet
 from anarchon.types import ClaimInput, ClaimOutcome, RunClaim
 
-__all__ = ["SKIP_LOG_INTERVAL_S", "ClaimBatcher", "SkipLog"]
-
-SKIP_LOG_INTERVAL_S = 60.0
-"""Overlap skips of one job are logged at most once per this many seconds, with a count."""
+__all__ = ["ClaimBatcher"]
 
 Won = Callable[[Run, int, float], None]
 """``on_won(run, attempt, lease_until)``: start the handler (``lease_until`` is monotonic)."""
 Backup = Callable[[Run, "int | None"], None]
 """``on_backup(run, lease_expires_at)``: watch the run another instance holds."""
+
+EARLY_ALLOWANCE_MS = 5_000
+"""How far beyond a job's jitter a slot may lie ahead of the store's clock before the store answers ``early``."""
 
 
 class ClaimBatcher:
@@ -49,6 +50,7 @@ class ClaimBatcher:
         on_backup: Backup,
         local_lease_ms: int | None = None,
         before_claims: Callable[[], Awaitable[None]] | None = None,
+        on_early: Callable[[], None] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.lease_ms = lease_ms
@@ -63,9 +65,12 @@ class ClaimBatcher:
         self.on_backup = on_backup
         self.before_claims = before_claims
         """Awaited before each lease claim chunk (the result batcher's ``landed``)."""
+        self.on_early = on_early
+        """Called when the store answered ``early``: re-sync the store clock."""
         self.leases = batches.runs is not None
         self.stopping = False
-        self.skips = SkipLog(log)
+        self._skips = SkipLog(clock, log)
+        self._early_logged = False
         self._retrying: set[asyncio.Task[object]] = set()
 
     def cancel_retries(self) -> None:
@@ -97,6 +102,7 @@ class ClaimBatcher:
             not run.recheck,
             job.history_size,
             job.history_ttl_ms,
+            job.jitter_ms + EARLY_ALLOWANCE_MS,
         )
 
     async def _lease_chunk(self, runs: Sequence[Run]) -> None:
@@ -127,6 +133,7 @@ class ClaimBatcher:
             return
         lease_until = sent + self.local_lease_s
         released: list[Run] = []
+        early = 0
         for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
             kind = outcome.kind
             if kind == "won":
@@ -138,10 +145,30 @@ class ClaimBatcher:
                 self.on_backup(run, outcome.lease_expires_at)
             else:
                 if kind == "overlap":
-                    self.skips.skipped(run.job.name, self.clock.monotonic())
-                run.phase = Phase.ENDED  # done, none, late, or a kind this version does not know
+                    self._skips.skipped(run.job.name, run.slot)
+                elif kind == "early":
+                    early += 1
+                run.phase = (
+                    Phase.ENDED
+                )  # done, none, late, early, or a kind this version does not know
+        if early:
+            self._early(runs[0], early)
         for run in released:
             await self._release(run)
+
+    def _early(self, run: Run, count: int) -> None:
+        """The store refused slots ahead of its clock: log once, re-sync the clock."""
+        if not self._early_logged:
+            self._early_logged = True
+            self.log.warning(
+                "anarchon: the store refused %d claim(s) as early (e.g. %s slot %d): this"
+                " instance's estimate of the store clock runs ahead; re-syncing it",
+                count,
+                run.job.name,
+                run.slot,
+            )
+        if self.on_early is not None:
+            self.on_early()
 
     async def _retry(
         self, runs: Sequence[Run], requests: list[RunClaim]
@@ -273,38 +300,6 @@ class ClaimBatcher:
         self.policy.report("claims", error)
         for run in runs:
             run.phase = Phase.ENDED
-
-
-class SkipLog:
-    """Aggregates ``skipped (overlap)`` lines: the first at once, then one per job per minute."""
-
-    def __init__(self, log: logging.Logger, interval_s: float = SKIP_LOG_INTERVAL_S) -> None:
-        self.log = log
-        self.interval_s = interval_s
-        self._since: dict[str, tuple[float, int]] = {}
-        """Per job: when the last line was written, and the skips not logged since."""
-
-    def skipped(self, job: str, now: float) -> None:
-        """One slot of ``job`` was skipped because an earlier run still holds its lease."""
-        last = self._since.get(job)
-        if last is not None and now - last[0] < self.interval_s:
-            self._since[job] = (last[0], last[1] + 1)
-            return
-        count = 1 if last is None else last[1] + 1
-        self._since[job] = (now, 0)
-        if last is None:
-            self.log.info(
-                "anarchon: %s slot skipped: an earlier run still holds its lease (overlap=False)",
-                job,
-            )
-        else:
-            self.log.info(
-                "anarchon: %s: %d slot(s) skipped in the last %.0f s: an earlier run still held"
-                " its lease (overlap=False)",
-                job,
-                count,
-                now - last[0],
-            )
 
 
 def _count_error(got: int, sent: int) -> Exception:

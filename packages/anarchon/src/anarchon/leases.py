@@ -53,6 +53,20 @@ _EXPIRY_MARGIN_MS = 5
 """A backup re-checks this long after the runner's lease would expire."""
 
 
+_WHY_TIMEOUT_S = 2.0
+"""How long to wait for the store's explanation of a refused heartbeat."""
+
+_REFUSED = {
+    "other": "another instance owns the run now",
+    "gone": "the store has no state for this run: restarted without persistence?",
+    "ended": "the store already ended this attempt",
+    "held": "the store refused the heartbeat although this attempt still holds the run",
+    "unknown": "the store refused the heartbeat: another instance owns the run, or its state"
+    " is gone",
+}
+"""The log reason of a lost lease, by ``RunStore.lease_state``."""
+
+
 class LeaseKeeper:
     """Renews held leases in batches and schedules backup re-checks."""
 
@@ -237,26 +251,9 @@ class LeaseKeeper:
             self._refused(runs, error)
 
     async def _lose_refused(self, runs: Sequence[Run]) -> None:
-        """Runs whose renewal the store refused: find out why (one read per job), then lose them."""
-        store = self.batches.runs
-        assert store is not None
-        why: dict[str, dict[int, str | None]] = {}
-        for name in {run.job.name for run in runs}:
-            try:
-                live = await asyncio.wait_for(store.active(name), self.policy.call_timeout_s)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                continue
-            why[name] = {active.slot: active.runner for active in live}
+        """Runs whose renewal the store refused: ask the store why (``lease_state``), then lose them."""
         for run in runs:
-            seen = why.get(run.job.name)
-            if seen is None:
-                self.lose(run, "the store refused its renewal: another attempt owns the run")
-            elif run.slot not in seen:
-                self.lose(run, "the store has no state for this run (was it restarted or wiped?)")
-            else:
-                self.lose(run, f"the store says instance {seen[run.slot]} owns the run now")
+            self.lose(run, await self._why_refused(run))
 
     async def still_owner(self, run: Run) -> bool:
         """``ctx.still_owner()``: whether this attempt holds a live lease in the store now.
@@ -292,6 +289,21 @@ class LeaseKeeper:
         if self.policy.outage:
             return "its lease expired while the store was unreachable"
         return "its lease expired: no renewal was confirmed in time"
+
+    async def _why_refused(self, run: Run) -> str:
+        """What the store says about a refused heartbeat (``RunStore.lease_state``)."""
+        runs = self.batches.runs
+        state = "unknown"
+        if runs is not None:
+            try:
+                state = await asyncio.wait_for(
+                    runs.lease_state(run.job.name, run.slot, run.token), _WHY_TIMEOUT_S
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # only an explanation: the lease is lost either way
+                state = "unknown"
+        return _REFUSED.get(state, _REFUSED["unknown"])
 
     def lose(self, run: Run, why: str) -> None:
         """The lease is gone: cancel the handler; its result will not be stored."""

@@ -40,6 +40,7 @@ from anarchon.types import (
     ClaimOutcome,
     ClaimRecord,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
@@ -47,6 +48,7 @@ from anarchon.types import (
     RunRecord,
     RunRetry,
     StoredResult,
+    lease_state_of,
 )
 
 __all__ = ["MemoryBackend", "MemoryRunStore", "NowMs"]
@@ -229,6 +231,15 @@ class MemoryRunStore(RunStore):
         """The store clock (the clock given to the backend, else the wall clock)."""
         return self._now()
 
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)``."""
+        with self._lock:
+            data = self._jobs.get(job)
+            state = None if data is None else data.states.get(slot)
+            if state is None:
+                return lease_state_of(token, None, False, False)
+            return lease_state_of(token, state.token, state.status == "running", state.released)
+
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
         with self._lock:
@@ -346,6 +357,8 @@ class MemoryRunStore(RunStore):
         return self._outcome("done", state)
 
     def _claim_new(self, claim: RunClaim, data: _JobData, now: int) -> ClaimOutcome:
+        if claim.early_ms is not None and claim.slot > now + claim.early_ms:
+            return ClaimOutcome("early")
         if claim.deadline_ms is not None and now > claim.deadline_ms:
             return ClaimOutcome("late")
         if not claim.create:

@@ -526,6 +526,7 @@ class Scheduler:
             on_backup=backup,
             local_lease_ms=self.lease_ms - safety_margin_ms(self.lease_ms, self.heartbeat_ms),
             before_claims=lambda: results.landed(_LANDING_WAIT_S),
+            on_early=self._time.resync_soon,
         )
         if self._runs is not None:
             keeper = LeaseKeeper(

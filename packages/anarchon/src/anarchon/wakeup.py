@@ -26,6 +26,10 @@ MAX_DUE_PER_WAKE = 10_000
 _MIN_SLEEP_S = 0.004
 
 
+_REWIND_MS = 1_000
+"""A backward step of the store-time estimate larger than this re-seeds the timetable."""
+
+
 class WakeUpLoop:
     """Owns the timetable: adds and removes jobs, and turns due slots into claims."""
 
@@ -83,7 +87,7 @@ class WakeUpLoop:
         """Re-read the store clock; an error keeps the estimate (a transient one is an outage)."""
         try:
             async with self.policy.gate:
-                await self.store_time.sync()
+                shift = await self.store_time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -93,8 +97,24 @@ class WakeUpLoop:
             else:
                 self.policy.report("the clock read", error)
             return
-        if self.policy.outage:
-            self.policy.recovered()
+        if shift < -_REWIND_MS:
+            self._rewind()
+        if self.policy.outage and self.store_time.read_store:
+            self.policy.recovered()  # only real I/O proves the store is reachable
+
+    def _rewind(self) -> None:
+        """The estimate of store time stepped back: restart every job's slots from the new now.
+
+        Slots the timetable passed while the estimate ran ahead were refused
+        as ``early`` (or not claimed yet); they are due again on the store's
+        time. A slot that did run has state, so its second claim is ``done``.
+        """
+        now = self.store_time.now_ms()
+        for job in self.jobs.values():
+            if job.name in self.timetable:
+                self.timetable.add(
+                    job.name, job.schedule._compiled, job.jitter_ms, now, job.max_late_ms
+                )
 
     async def run(self) -> None:
         """The loop: take due slots, submit them, sleep until the next one."""
