@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from typing import Any
 
 import pytest
@@ -18,10 +17,10 @@ from anarchon import (
     MemoryBackend,
     RunContext,
     Scheduler,
-    SystemClock,
     UnsupportedError,
 )
 from anarchon.registry import ENV_VAR
+from anarchon.testing.clock_step import check_wall_clock_step
 from instrumented import ProbedBackend
 
 FAST: dict[str, Any] = {"lease": "600ms", "heartbeat": "200ms"}
@@ -231,48 +230,10 @@ async def test_a_memory_backend_asked_for_does_not_warn(
 # Time -----------------------------------------------------------------------------
 
 
-class SteppedClock(SystemClock):
-    """The system clock whose wall time steps ``step_ms`` forward at ``step_at`` (monotonic)."""
-
-    def __init__(self, step_ms: int, step_at: float) -> None:
-        self.step_ms = step_ms
-        self.step_at = step_at
-
-    def now_ms(self) -> int:
-        stepped = time.monotonic() >= self.step_at
-        return super().now_ms() + (self.step_ms if stepped else 0)
-
-
 async def test_a_wall_clock_step_between_syncs_changes_nothing() -> None:
     """+40 s on one instance's wall clock mid-run: 0 early runs, 0 duplicates, no slot lost."""
     backend = MemoryBackend()  # the store clock is the real wall clock
-    ran: list[tuple[int, str, int]] = []
-
-    async def tick(ctx: RunContext) -> None:
-        ran.append((ctx.slot, ctx.instance_id, time.time_ns() // 1_000_000))
-
-    stepped = Scheduler(
-        backend, instance_id="stepped", clock=SteppedClock(40_000, time.monotonic() + 0.6)
-    )
-    steady = Scheduler(backend, instance_id="steady")
-    for scheduler in (stepped, steady):
-        scheduler.every("tick", "100ms", tick, jitter="20ms")
-    await stepped.start()
-    await steady.start()
-    await asyncio.sleep(2.0)
-    await stepped.stop()
-    await steady.stop()
-    assert stepped.clock.now_ms() - time.time() * 1000 > 39_000, "the clock did not step"
-    slots = Counter(slot for slot, _i, _at in ran)
-    assert len(slots) >= 15
-    assert set(slots.values()) == {1}, "a slot ran twice"
-    early = [(slot, at) for slot, _i, at in ran if at < slot]
-    assert early == [], "slots ran before their time"
-    ordered = sorted(slots)
-    assert ordered == list(range(ordered[0], ordered[-1] + 100, 100)), "slots were lost"
-    assert {i for _s, i, _at in ran} == {"stepped", "steady"}
-    late = [slot for slot, i, _at in ran if i == "stepped" and slot > ordered[0] + 1000]
-    assert late, "the stepped instance stopped claiming after its clock stepped"
+    await check_wall_clock_step(lambda: backend)
 
 
 async def test_a_claim_only_outage_is_retried_within_max_late_and_logged_once(
