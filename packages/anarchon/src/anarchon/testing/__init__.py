@@ -26,6 +26,7 @@ from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, star
 if TYPE_CHECKING:
     from anarchon.testing.contract import BackendContract
     from anarchon.testing.lease_contract import LeaseContract
+    from anarchon.testing.lease_model_contract import LeaseModelContract
     from anarchon.testing.sync_contract import SyncFacadeContract
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "FleetResult",
     "FleetRun",
     "LeaseContract",
+    "LeaseModelContract",
     "SyncFacadeContract",
     "run_fleet",
     "start_fleet",
@@ -52,6 +54,10 @@ def __getattr__(name: str) -> Any:
         from anarchon.testing.lease_contract import LeaseContract
 
         return LeaseContract
+    if name == "LeaseModelContract":
+        from anarchon.testing.lease_model_contract import LeaseModelContract
+
+        return LeaseModelContract
     if name == "SyncFacadeContract":
         from anarchon.testing.sync_contract import SyncFacadeContract
 
