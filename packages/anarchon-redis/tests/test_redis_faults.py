@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis.asyncio
 from anarchon.errors import InvalidConfigError
+from anarchon.testing import faults
 from anarchon.testing.proxy import FaultProxy
 from redis_servers import Server
 
@@ -93,3 +95,20 @@ def test_bad_mode_is_refused(proxy: FaultProxy) -> None:
     with pytest.raises(InvalidConfigError) as caught:
         proxy.set_mode("cut")
     assert caught.value.code == "ANARCHON_INVALID_CONFIG"
+
+
+# Fault scenarios (anarchon.testing.faults): real processes, honest counts ----------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "scenario", [faults.kill9_takeover, faults.sigstop_past_lease, faults.blackhole_then_heal]
+)
+def test_fault_scenario_lease(
+    scenario: Callable[..., faults.FaultReport], redis_server: Server, tmp_path: Path
+) -> None:
+    """Redis ``lease``: no duplicates, overlaps, lost results or missed slots after the fault."""
+    report = scenario(f"{redis_server.url}?strategy=lease", tmp_path=tmp_path)
+    print(report.summary())
+    assert report.slots > 0
+    assert report.clean, report.summary()
