@@ -39,6 +39,7 @@ from anarchon.errors import (
     StoreFormatError,
     UnsupportedError,
 )
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
 from anarchon.jobs import DEFAULTS
 from anarchon.registry import redact_url
@@ -54,6 +55,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.errors import APIError
 
+from anarchon_nats import _fleet
 from anarchon_nats._clock import CLOCK_TOKEN, parse_stamp_ms
 from anarchon_nats._config import (
     FORMAT_TOKEN,
@@ -85,6 +87,13 @@ _ERR_STREAM_NAME_IN_USE = 10058
 _ERR_STREAM_NOT_FOUND = 10059
 _ERR_WRONG_LAST_SEQUENCE = 10071
 _ERR_DUPLICATE_IN_PROCESS = 10158
+
+DEFAULT_PING_INTERVAL_S = 5.0
+"""``ping_interval`` of connections the backend opens (nats-py: 120 s), unless given."""
+DEFAULT_MAX_OUTSTANDING_PINGS = 2
+"""``max_outstanding_pings`` of connections the backend opens, unless given."""
+RECONNECT_AFTER_TIMEOUTS = 3
+"""Requests in a row without an answer after which the backend forces a reconnect."""
 
 _INIT_RETRY_S = 15.0
 """How long ``init()`` waits for JetStream to become ready (a cluster electing leaders)."""
@@ -230,6 +239,8 @@ class NatsBackend(Backend):
 
         self._nc: Client | None = None
         self._owned = False
+        self._timeouts = 0
+        self._reconnects: set[asyncio.Task[None]] = set()
         self._ready = False
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
@@ -371,6 +382,10 @@ class NatsBackend(Backend):
                 await user_error_cb(error)
 
         options.setdefault("connect_timeout", min(2.0, max(self.request_timeout, 0.5)))
+        # nats-py's defaults (a PING every 2 min, 2 unanswered) keep a silently dead
+        # connection for minutes; these notice it within about 15 s.
+        options.setdefault("ping_interval", DEFAULT_PING_INTERVAL_S)
+        options.setdefault("max_outstanding_pings", DEFAULT_MAX_OUTSTANDING_PINGS)
         options.setdefault("name", "anarchon")
         nc = Client()
         try:
@@ -430,9 +445,41 @@ class NatsBackend(Backend):
                 delay = min(delay * 2, 1.0)
 
     def _unavailable(self, error: BaseException, what: str) -> BackendUnavailableError:
+        if isinstance(error, (nats.errors.TimeoutError, asyncio.TimeoutError)):
+            return self._no_answer(what)
         return BackendUnavailableError(
             f"NATS at {self.shown} is unavailable ({what}): {type(error).__name__}: {error}"
         )
+
+    def _answered(self) -> None:
+        """A request was answered: the connection works."""
+        self._timeouts = 0
+
+    def _timed_out(self) -> None:
+        """A request timed out; after a few in a row, force a reconnect.
+
+        A connection that died silently answers nothing until nats-py's PING
+        check gives up on it; requests that keep timing out are a sign
+        enough: drop it now and reconnect (only a connection the backend
+        opened).
+        """
+        self._timeouts += 1
+        if self._timeouts < RECONNECT_AFTER_TIMEOUTS:
+            return
+        self._timeouts = 0
+        nc = self._nc
+        if nc is None or not self._owned or not nc.is_connected:
+            return
+        log.info(
+            "anarchon: NATS %s: %d requests in a row timed out; reconnecting",
+            self.shown,
+            RECONNECT_AFTER_TIMEOUTS,
+        )
+        task = asyncio.get_running_loop().create_task(
+            nc._process_op_err(nats.errors.StaleConnectionError())
+        )
+        self._reconnects.add(task)
+        task.add_done_callback(self._reconnects.discard)
 
     async def _client(self) -> Client:
         nc = self._nc
@@ -700,14 +747,17 @@ class NatsBackend(Backend):
         return body
 
     def _no_answer(self, what: str) -> BackendUnavailableError:
+        self._timed_out()
         return BackendUnavailableError(
-            f"NATS at {self.shown} did not answer the {what} within {self.request_timeout:g} s"
+            f"NATS at {self.shown} did not answer the {what}: timeout after"
+            f" {self.request_timeout:g} s"
         )
 
     def _answer(self, msg: Msg | None, what: str) -> dict[str, Any]:
         """One pipelined answer as a JSON object; no answer, no responders: unavailable."""
         if msg is None:
             raise self._no_answer(what)
+        self._answered()
         if not msg.data and msg.headers:
             status = msg.headers.get(_STATUS)
             if status == "503":
@@ -726,6 +776,93 @@ class NatsBackend(Backend):
         """Pipelined requests (see :class:`~anarchon_nats._pipeline.Pipeline`)."""
         with self._driver_errors(what):
             return await self._pipeline.requests(nc, requests, self.request_timeout)
+
+    # Fleet registry and controls (subjects: anarchon_nats._fleet) --------------
+
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Publish each declaration to its subject; purge the subjects of expired ones."""
+        nc = await self._client()
+        with self._driver_errors("fleet registry"):
+            await asyncio.gather(
+                *(
+                    self._publish(
+                        nc,
+                        _fleet.declaration_subject(self.prefix, d.job, d.instance_id),
+                        _fleet.declaration_payload(d, ttl_ms),
+                        "fleet registry",
+                    )
+                    for d in declarations
+                )
+            )
+            _, expired = await self._declared(nc)
+            for subject in expired:
+                try:
+                    await self._api(nc, f"STREAM.PURGE.{self.stream}", {"filter": subject})
+                except APIError as error:  # e.g. a stream that denies purges: read filters them
+                    log.debug("anarchon: purging %s failed: %s", subject, error)
+
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        nc = await self._client()
+        with self._driver_errors("fleet registry"):
+            live, _ = await self._declared(nc)
+        return [d for d in live if job is None or d.job == job]
+
+    async def set_control(self, control: JobControl) -> None:
+        """Publish the job's control (its stored time is ``updated_at``)."""
+        nc = await self._client()
+        with self._driver_errors("fleet-wide controls"):
+            await self._publish(
+                nc,
+                _fleet.control_subject(self.prefix, control.job),
+                _fleet.control_payload(control),
+                "fleet-wide controls",
+            )
+
+    async def controls(self) -> dict[str, JobControl]:
+        """Every job's newest control."""
+        nc = await self._client()
+        with self._driver_errors("fleet-wide controls"):
+            found = await self._newest(nc, _fleet.filters(self.prefix)[1])
+        controls = [_fleet.control_of(self.stream, s, data, ms) for s, data, ms in found]
+        return {c.job: c for c in controls}
+
+    async def _declared(self, nc: Client) -> tuple[list[Declaration], list[str]]:
+        """Unexpired declarations, and the subjects of expired ones (by the newest stored time)."""
+        found = await self._newest(nc, _fleet.filters(self.prefix)[0])
+        if not found:
+            return [], []
+        now = await self.now_ms()
+        live: list[Declaration] = []
+        expired: list[str] = []
+        for subject, data, ms in found:
+            entry = _fleet.declaration_of(self.stream, subject, data, ms)
+            if entry.expires_at > now:
+                live.append(entry)
+            else:
+                expired.append(subject)
+        return live, expired
+
+    async def _newest(self, nc: Client, wildcard: str) -> list[tuple[str, bytes, int]]:
+        """The newest message of each subject matching ``wildcard``: (subject, data, stored ms)."""
+        info = await self._api(nc, f"STREAM.INFO.{self.stream}", {"subjects_filter": wildcard})
+        subjects = sorted((info.get("state") or {}).get("subjects") or {})
+        stored = await asyncio.gather(
+            *(self._get_message(nc, {"last_by_subj": subject}) for subject in subjects)
+        )
+        out: list[tuple[str, bytes, int]] = []
+        for subject, message in zip(subjects, stored, strict=True):
+            if message is None:  # purged in between
+                continue
+            try:
+                ms = int(parse_stamp_ms(message.time))
+            except ValueError:
+                raise ForeignDataError(
+                    f"stream {self.stream!r}: the message on {subject!r} has no stored time",
+                    key=subject,
+                ) from None
+            out.append((subject, message.data, ms))
+        return out
 
     # Clock ---------------------------------------------------------------------
 

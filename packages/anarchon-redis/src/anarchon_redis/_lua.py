@@ -207,7 +207,8 @@ _CLAIM = r"""
 -- sent one by one), all at one server time.
 -- KEYS: per claim: state, active, slots, runs, results (5 keys)
 -- ARGV: per claim: slot, token, instance, lease_ms, max_attempts, overlap (0/1),
---       deadline ('' = none), create (0/1), history_size, keep_ms, history_ttl_ms ('' = none)
+--       deadline ('' = none), create (0/1), history_size, keep_ms, history_ttl_ms ('' = none),
+--       early_ms ('' = none)
 -- Returns per claim {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
 local function claim(k, a, now)
   local state, active, slots, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
@@ -216,6 +217,8 @@ local function claim(k, a, now)
   local size, keep, ttl = tonumber(ARGV[a + 9]), tonumber(ARGV[a + 10]), opt(ARGV[a + 11])
   local raw = redis.call('HGET', state, slot_s)
   if not raw then
+    local early = opt(ARGV[a + 12])
+    if early and slot > now + early then return {'early', 0, '', 0, 0} end
     local deadline = opt(ARGV[a + 7])
     if deadline and now > deadline then return {'late', 0, '', 0, 0} end
     if ARGV[a + 8] ~= '1' then return {'none', 0, '', 0, 0} end
@@ -286,7 +289,7 @@ end
 local now = now_ms()
 local out = {}
 for i = 1, #KEYS / 5 do
-  out[i] = claim((i - 1) * 5, (i - 1) * 11, now)
+  out[i] = claim((i - 1) * 5, (i - 1) * 12, now)
 end
 return out
 """

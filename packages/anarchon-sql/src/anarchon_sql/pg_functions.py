@@ -38,8 +38,8 @@ __all__ = [
     "save_many_function",
 ]
 
-CLAIM_FUNCTION = "claim_v1"
-CLAIM_MANY_FUNCTION = "claim_many_v1"
+CLAIM_FUNCTION = "claim_v2"
+CLAIM_MANY_FUNCTION = "claim_many_v2"
 SAVE_MANY_FUNCTION = "save_many_v1"
 HEARTBEAT_MANY_FUNCTION = "heartbeat_many_v1"
 FINISH_MANY_FUNCTION = "finish_many_v1"
@@ -53,6 +53,7 @@ def claim_function(table: Callable[[str], str], now: str) -> str:
 CREATE OR REPLACE FUNCTION {table(CLAIM_FUNCTION)}(
     p_job text, p_slot bigint, p_token text, p_instance text, p_lease_ms bigint,
     p_max_attempts integer, p_overlap boolean, p_deadline bigint, p_create boolean,
+    p_early bigint,
     OUT out_kind text, OUT out_attempt integer, OUT out_runner text, OUT out_lease bigint,
     OUT out_token text)
 LANGUAGE plpgsql VOLATILE AS $anarchon$
@@ -67,6 +68,10 @@ BEGIN
       INTO r FROM {runs} AS s WHERE s.job = p_job AND s.slot = p_slot FOR UPDATE;
     IF NOT FOUND THEN
         out_attempt := 0;
+        IF p_early IS NOT NULL AND p_slot > t + p_early THEN
+            out_kind := 'early';
+            RETURN;
+        END IF;
         IF p_deadline IS NOT NULL AND t > p_deadline THEN
             out_kind := 'late';
             RETURN;
@@ -185,6 +190,7 @@ def claim_many_function(table: Callable[[str], str], now: str) -> str:
 CREATE OR REPLACE FUNCTION {table(CLAIM_MANY_FUNCTION)}(
     p_jobs text[], p_slots bigint[], p_tokens text[], p_instances text[], p_lease_ms bigint[],
     p_max_attempts integer[], p_overlap boolean[], p_deadlines bigint[], p_create boolean[],
+    p_early bigint[],
     OUT out_i integer, OUT out_kind text, OUT out_attempt integer, OUT out_runner text,
     OUT out_lease bigint, OUT out_token text)
 RETURNS SETOF record
@@ -220,7 +226,8 @@ BEGIN
         END IF;
         SELECT * INTO c FROM {table(CLAIM_FUNCTION)}(
             p_jobs[i], p_slots[i], p_tokens[i], p_instances[i], p_lease_ms[i],
-            p_max_attempts[i], p_overlap[i], p_deadlines[i], p_create[i]);
+            p_max_attempts[i], p_overlap[i], p_deadlines[i], p_create[i],
+            p_early[i]);
         out_kind := c.out_kind;
         out_attempt := c.out_attempt;
         out_runner := c.out_runner;

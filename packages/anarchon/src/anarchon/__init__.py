@@ -17,6 +17,7 @@ from anarchon.errors import (
     InvalidJobError,
     StoreFormatError,
     UnknownBackendError,
+    UnknownJobError,
     UnsupportedError,
 )
 from anarchon.history import build_history
@@ -85,6 +86,7 @@ __all__ = [
     "SyncScheduler",
     "SystemClock",
     "UnknownBackendError",
+    "UnknownJobError",
     "UnsupportedError",
     "__version__",
     "build_history",

@@ -25,6 +25,7 @@ from anarchon.types import (
     ClaimInput,
     ClaimOutcome,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
@@ -73,6 +74,15 @@ class RunStore(abc.ABC):
         """Unfinished runs of ``job`` and whether each lease is live."""
 
     # Optional members ---------------------------------------------------
+
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)`` (one read, no writes).
+
+        Asked after a heartbeat was refused, so the scheduler can tell "another
+        instance owns the run" from "the store has no state for this run".
+        Default, for stores written before this member existed: ``unknown``.
+        """
+        return "unknown"
 
     native_retry: ClassVar[bool] = False
     """True when :meth:`retry` is one atomic step in the store (not the fallback)."""
@@ -137,6 +147,18 @@ class RunStore(abc.ABC):
             key=job_of,
         )
 
+    # Optional fencing member (docs/leases.md, "Fencing") -----------------
+
+    async def still_owner(self, run: RunKey, lease_ms: int) -> bool:
+        """True if ``run.token`` holds a live lease on its run in the store now.
+
+        Default: one heartbeat (which also renews the lease by ``lease_ms``):
+        its answer is exactly whether the token still owns a live lease. A
+        backend may override it with a read that renews nothing.
+        """
+        answers = await self.heartbeat_many([run], lease_ms)
+        return bool(answers) and answers[0] is True
+
 
 class Backend(abc.ABC):
     """A store that decides which instance runs each ``(job, slot)``.
@@ -197,6 +219,21 @@ class Backend(abc.ABC):
         """Raise to refuse a job this backend cannot run safely. Default: accept."""
         return None
 
+    def clone(self) -> Backend | None:
+        """A backend on the same store for the lease keeper thread, or None (docs/extending.md).
+
+        The scheduler renews leases from a thread with its own event loop, so
+        a handler that blocks the scheduler's loop cannot lose its lease. That
+        thread needs a backend of its own: return a new, unconnected instance
+        with the same configuration (its own connections; the scheduler calls
+        ``init()`` and ``close()`` on it in that thread), or ``self`` if this
+        instance may be used from any thread and loop at once. Default: None,
+        and the scheduler builds one from the URL it was given, if any; a
+        backend passed in as an object then keeps its heartbeats on the
+        scheduler's loop.
+        """
+        return None
+
     async def record_claim(self, input: ClaimInput) -> None:
         """Called after a won claim when ``claim()`` is not itself a history record."""
         return None
@@ -219,7 +256,7 @@ class Backend(abc.ABC):
             return False
         return isinstance(error, (ConnectionError, TimeoutError, OSError))
 
-    # Optional fleet members (docs/operations.md, "Fleet view") --------------
+    # Optional fleet members (docs/operations.md, "Fleet registry") --------------
     # A backend without them still schedules; the fleet view, drift warnings
     # and pause/resume/skip then raise UnsupportedError naming the backend.
 

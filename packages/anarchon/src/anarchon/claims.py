@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from anarchon.clock import Clock
 from anarchon.errors import BackendError
 from anarchon.run_state import Phase, Run
+from anarchon.skip_log import SkipLog
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import GAVE_UP, StorePolicy
 from anarchon.tasks import TaskSet
@@ -27,6 +28,9 @@ Won = Callable[[Run, int, float], None]
 """``on_won(run, attempt, lease_until)``: start the handler (``lease_until`` is monotonic)."""
 Backup = Callable[[Run, "int | None"], None]
 """``on_backup(run, lease_expires_at)``: watch the run another instance holds."""
+
+EARLY_ALLOWANCE_MS = 5_000
+"""How far beyond a job's jitter a slot may lie ahead of the store's clock before the store answers ``early``."""
 
 
 class ClaimBatcher:
@@ -44,10 +48,14 @@ class ClaimBatcher:
         log: logging.Logger,
         on_won: Won,
         on_backup: Backup,
+        local_lease_ms: int | None = None,
         before_claims: Callable[[], Awaitable[None]] | None = None,
+        on_early: Callable[[], None] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.lease_ms = lease_ms
+        self.local_lease_s = (lease_ms if local_lease_ms is None else local_lease_ms) / 1000
+        """How long a won lease lasts on this instance's clock (the lease minus the safety margin)."""
         self.batches = batches
         self.policy = policy
         self.clock = clock
@@ -57,8 +65,18 @@ class ClaimBatcher:
         self.on_backup = on_backup
         self.before_claims = before_claims
         """Awaited before each lease claim chunk (the result batcher's ``landed``)."""
+        self.on_early = on_early
+        """Called when the store answered ``early``: re-sync the store clock."""
         self.leases = batches.runs is not None
         self.stopping = False
+        self._skips = SkipLog(clock, log)
+        self._early_logged = False
+        self._retrying: set[asyncio.Task[object]] = set()
+
+    def cancel_retries(self) -> None:
+        """Stopping: end every claim waiting out a store outage now (its slot is left to others)."""
+        for task in list(self._retrying):
+            task.cancel()
 
     def submit(self, runs: Sequence[Run]) -> None:
         """Claim ``runs`` now: one task per chunk, none per run."""
@@ -84,6 +102,7 @@ class ClaimBatcher:
             not run.recheck,
             job.history_size,
             job.history_ttl_ms,
+            job.jitter_ms + EARLY_ALLOWANCE_MS,
         )
 
     async def _lease_chunk(self, runs: Sequence[Run]) -> None:
@@ -92,8 +111,9 @@ class ClaimBatcher:
             await self.before_claims()
         requests = [self._request(run) for run in runs]
         sent = self.clock.monotonic()
+        deadline = max(run.deadline_ms for run in runs)
         try:  # the common case without the retry wrapper: this is the hot path
-            outcomes = await batches.claim_many(requests)
+            outcomes = await self.policy.bounded(batches.claim_many(requests), deadline)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -111,8 +131,9 @@ class ClaimBatcher:
         if len(outcomes) != len(runs):
             self._refused(runs, _count_error(len(outcomes), len(runs)))
             return
-        lease_until = sent + self.lease_ms / 1000
+        lease_until = sent + self.local_lease_s
         released: list[Run] = []
+        early = 0
         for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
             kind = outcome.kind
             if kind == "won":
@@ -124,15 +145,30 @@ class ClaimBatcher:
                 self.on_backup(run, outcome.lease_expires_at)
             else:
                 if kind == "overlap":
-                    self.log.info(
-                        "anarchon: %s slot %d skipped: an earlier run still holds its lease"
-                        " (overlap=False)",
-                        run.job.name,
-                        run.slot,
-                    )
-                run.phase = Phase.ENDED  # done, none, late, or a kind this version does not know
+                    self._skips.skipped(run.job.name, run.slot)
+                elif kind == "early":
+                    early += 1
+                run.phase = (
+                    Phase.ENDED
+                )  # done, none, late, early, or a kind this version does not know
+        if early:
+            self._early(runs[0], early)
         for run in released:
             await self._release(run)
+
+    def _early(self, run: Run, count: int) -> None:
+        """The store refused slots ahead of its clock: log once, re-sync the clock."""
+        if not self._early_logged:
+            self._early_logged = True
+            self.log.warning(
+                "anarchon: the store refused %d claim(s) as early (e.g. %s slot %d): this"
+                " instance's estimate of the store clock runs ahead; re-syncing it",
+                count,
+                run.job.name,
+                run.slot,
+            )
+        if self.on_early is not None:
+            self.on_early()
 
     async def _retry(
         self, runs: Sequence[Run], requests: list[RunClaim]
@@ -149,13 +185,23 @@ class ClaimBatcher:
             return await self.batches.claim_many([requests[i] for i in current])
 
         deadline = max(run.deadline_ms for run in runs)
+        task = asyncio.current_task()
+        if task is not None:
+            self._retrying.add(task)
         try:
             outcomes = await self.policy.call(attempt, deadline, gated=False)
         except asyncio.CancelledError:
+            if self.stopping:
+                for run in runs:
+                    run.phase = Phase.ENDED
+                return None
             raise
         except Exception as error:
             self._refused(runs, error)
             return None
+        finally:
+            if task is not None:
+                self._retrying.discard(task)
         if outcomes is GAVE_UP:
             for run in runs:
                 run.phase = Phase.ENDED
@@ -190,7 +236,7 @@ class ClaimBatcher:
         deadline = max(run.deadline_ms for run in runs)
         try:
             try:
-                answers = await self.batches.plain_claim_many(inputs)
+                answers = await self.policy.bounded(self.batches.plain_claim_many(inputs), deadline)
             except asyncio.CancelledError:
                 raise
             except Exception as error:

@@ -153,6 +153,8 @@ def decide_claim(
 
 
 def _claim_new(claim: RunClaim, now: int, blocker: Blocker | None) -> ClaimDecision:
+    if claim.early_ms is not None and claim.slot > now + claim.early_ms:
+        return ClaimDecision(ClaimOutcome("early"), None)
     if claim.deadline_ms is not None and now > claim.deadline_ms:
         return ClaimDecision(ClaimOutcome("late"), None)
     if not claim.create:

@@ -21,6 +21,7 @@ that window (plus a minute of margin) is trimmed, down to about
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -31,21 +32,23 @@ from urllib.parse import parse_qsl, urlsplit
 
 from anarchon.backend import Backend, RunStore
 from anarchon.errors import InvalidConfigError
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
 from anarchon.lease_model import (
     Blocker,
-    LeaseState,
     decide_claim,
     decide_finish,
     decide_heartbeat,
     decide_release,
 )
+from anarchon.lease_model import LeaseState as ModelState
 from anarchon.types import (
     ActiveRun,
     ClaimInput,
     ClaimOutcome,
     ClaimRecord,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
@@ -53,6 +56,7 @@ from anarchon.types import (
     RunRecord,
     RunRetry,
     StoredResult,
+    lease_state_of,
 )
 
 __all__ = ["MemoryBackend", "MemoryRunStore", "NowMs"]
@@ -95,9 +99,9 @@ class _RunState:
     result_status: str | None = None
     error: str | None = None
 
-    def model(self) -> LeaseState:
-        """This state as the reference model's :class:`~anarchon.lease_model.LeaseState`."""
-        return LeaseState(
+    def model(self) -> ModelState:
+        """This state as the reference model's :class:`anarchon.lease_model.LeaseState`."""
+        return ModelState(
             attempt=self.attempt,
             token=self.token,
             runner=self.runner,
@@ -109,7 +113,7 @@ class _RunState:
             end_reason=self.end_reason,
         )
 
-    def apply(self, new: LeaseState) -> None:
+    def apply(self, new: ModelState) -> None:
         """Take the lease fields of the model's new state."""
         self.attempt = new.attempt
         self.token = new.token
@@ -258,6 +262,15 @@ class MemoryRunStore(RunStore):
         """The store clock (the clock given to the backend, else the wall clock)."""
         return self._now()
 
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)``."""
+        with self._lock:
+            data = self._jobs.get(job)
+            state = None if data is None else data.states.get(slot)
+            if state is None:
+                return lease_state_of(token, None, False, False)
+            return lease_state_of(token, state.token, state.status == "running", state.released)
+
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
         with self._lock:
@@ -313,7 +326,7 @@ class MemoryRunStore(RunStore):
         return decision.ok
 
     @staticmethod
-    def _apply(data: _JobData, state: _RunState, new: LeaseState, now: int) -> None:
+    def _apply(data: _JobData, state: _RunState, new: ModelState, now: int) -> None:
         """Write the model's new state; a run that stops running leaves ``data.running``."""
         was_running = state.status == "running"
         state.apply(new)
@@ -539,6 +552,8 @@ class MemoryBackend(Backend):
         self._store = MemoryRunStore(clock)
         self.runs = self._store if leases else None
         self.url: str = "memory://"
+        self._declared: dict[tuple[str, str], Declaration] = {}
+        self._controls: dict[str, JobControl] = {}
 
     @property
     def clock(self) -> NowMs:
@@ -573,6 +588,41 @@ class MemoryBackend(Backend):
                 backend.url = f"memory://{name}"
                 _NAMED[name] = backend
             return backend
+
+    # Fleet registry and controls (docs/operations.md, "Fleet registry") ----
+
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Record or refresh each declaration; it expires ``ttl_ms`` after store time now."""
+        with self._store._lock:
+            now = self.clock.now_ms()
+            for d in declarations:
+                self._declared[(d.job, d.instance_id)] = dataclasses.replace(
+                    d, seen_at=now, expires_at=now + ttl_ms
+                )
+            for key in [k for k, d in self._declared.items() if d.expires_at <= now]:
+                del self._declared[key]
+
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        with self._store._lock:
+            now = self.clock.now_ms()
+            return [
+                d
+                for d in self._declared.values()
+                if d.expires_at > now and (job is None or d.job == job)
+            ]
+
+    async def set_control(self, control: JobControl) -> None:
+        """Store the control of ``control.job``, stamped with store time."""
+        with self._store._lock:
+            self._controls[control.job] = dataclasses.replace(
+                control, updated_at=self.clock.now_ms()
+            )
+
+    async def controls(self) -> dict[str, JobControl]:
+        """The control of every job that has one."""
+        with self._store._lock:
+            return dict(self._controls)
 
     # Backend ----------------------------------------------------------
 
@@ -687,6 +737,10 @@ class MemoryBackend(Backend):
     async def close(self) -> None:
         """Nothing to close; the data stays (a named backend is shared by the process)."""
         return None
+
+    def clone(self) -> MemoryBackend:
+        """This backend itself: each store step is one locked step, safe from any thread and loop."""
+        return self
 
     async def now_ms(self) -> int:
         """The store clock in ms."""

@@ -57,7 +57,15 @@ class ResultBatcher:
         """Queue the end of ``run``; it is stored within :data:`FINISH_WINDOW_S`."""
         status, error, started, finished = outcome
         result = StoredResult(
-            run.slot, run.token, self.instance_id, status, started, finished, error, run.attempt
+            run.slot,
+            run.token,
+            self.instance_id,
+            status,
+            started,
+            finished,
+            error,
+            run.attempt,
+            reason=run.skip_reason,
         )
         self._pending.append((run, result))
         if self._timer is None:
@@ -144,7 +152,9 @@ class ResultBatcher:
             for run, result in finishing
         ]
         try:
-            answers: list[bool | BaseException] = list(await self.batches.finish_many(requests))
+            answers: list[bool | BaseException] = list(
+                await self.policy.bounded(self.batches.finish_many(requests))
+            )
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -224,7 +234,7 @@ class ResultBatcher:
             return
         try:
             try:
-                await self.batches.save_results(writes)
+                await self.policy.bounded(self.batches.save_results(writes))
             except asyncio.CancelledError:
                 raise
             except Exception as error:

@@ -55,6 +55,7 @@ class Run:
     """One run of ``(job, slot)`` on this instance."""
 
     __slots__ = (
+        "abandoned",
         "attempt",
         "ctx",
         "deadline_ms",
@@ -65,6 +66,7 @@ class Run:
         "leased",
         "phase",
         "recheck",
+        "skip_reason",
         "slot",
         "store_error",
         "task",
@@ -83,6 +85,8 @@ class Run:
         self.phase = Phase.CLAIMING
         self.ending: Ending | None = None
         self.recheck = False
+        self.skip_reason: str | None = None
+        """Set when the fleet-wide controls skip this won slot (``paused``, ``skip_next``)."""
         """True once this run has been a backup: its claims no longer create the run."""
         self.attempt = 0
         self.lease_until = 0.0
@@ -94,6 +98,8 @@ class Run:
         """The error the handler raised in the current attempt (for ``retry``)."""
         self.task: asyncio.Task[Any] | None = None
         self.timeout_timer: asyncio.TimerHandle | None = None
+        self.abandoned = False
+        """Set by ``stop()`` when it stops waiting for a handler that still lives."""
 
     @property
     def key(self) -> tuple[str, int]:

@@ -25,6 +25,7 @@ from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, star
 
 if TYPE_CHECKING:
     from anarchon.testing.contract import BackendContract
+    from anarchon.testing.fleet_contract import FleetContract
     from anarchon.testing.lease_contract import LeaseContract
     from anarchon.testing.lease_model_contract import LeaseModelContract
     from anarchon.testing.sync_contract import SyncFacadeContract
@@ -33,6 +34,7 @@ __all__ = [
     "BackendContract",
     "FakeClock",
     "Fleet",
+    "FleetContract",
     "FleetResult",
     "FleetRun",
     "LeaseContract",
@@ -50,6 +52,10 @@ def __getattr__(name: str) -> Any:
         from anarchon.testing.contract import BackendContract
 
         return BackendContract
+    if name == "FleetContract":
+        from anarchon.testing.fleet_contract import FleetContract
+
+        return FleetContract
     if name == "LeaseContract":
         from anarchon.testing.lease_contract import LeaseContract
 

@@ -89,6 +89,7 @@ class LeaseContract(RetryContract):
         overlap: bool = False,
         deadline_ms: int | None = None,
         create: bool = True,
+        early_ms: int | None = None,
     ) -> RunClaim:
         """A :class:`RunClaim` with the suite's defaults (deadline: slot + 60 s)."""
         return RunClaim(
@@ -101,6 +102,7 @@ class LeaseContract(RetryContract):
             overlap=overlap,
             deadline_ms=deadline_ms if deadline_ms is not None else slot + 60_000,
             create=create,
+            early_ms=early_ms,
         )
 
     # won / running / retry ------------------------------------------
@@ -344,6 +346,49 @@ class LeaseContract(RetryContract):
             again = await runs.claim(self.request(job, slot, "instance-c", deadline_ms=slot))
             assert again.kind == "running"
             assert again.runner == "instance-b"
+
+        self.run(backend, body)
+
+    def test_claim_for_a_future_slot_is_early(self, backend: Backend) -> None:
+        """A slot 40 s past store time, with 5 s allowed → ``early``, nothing written; in range → won."""
+
+        async def body(b: Backend) -> None:
+            runs, job = _runs(b), new_job("lease-early")
+            await b.prepare_job(job, 1000)
+            slot = await _slot(runs, seconds_ago=-40)
+            early = self.request(job, slot, "instance-a", early_ms=5_000)
+            assert (await runs.claim(early)).kind == "early"
+            assert (await runs.claim_many([early]))[0].kind == "early"
+            assert await runs.active(job) == []
+            assert await b.history(job, 10) == []
+            # Without the check (an older scheduler) the store still says yes.
+            unchecked = await runs.claim(self.request(job, slot, "instance-b"))
+            assert unchecked.kind == "won"
+            # A slot within the allowance wins.
+            near = await _slot(runs, seconds_ago=-2)
+            won = await runs.claim(self.request(job, near, "instance-a", early_ms=5_000))
+            assert won.kind == "won"
+
+        self.run(backend, body)
+
+    def test_lease_state_tells_why_a_token_has_no_lease(self, backend: Backend) -> None:
+        """``lease_state``: held, other, ended, gone (or ``unknown`` from the fallback)."""
+
+        async def body(b: Backend) -> None:
+            runs, job = _runs(b), new_job("lease-why")
+            await b.prepare_job(job, 1000)
+            slot = await _slot(runs)
+            mine = self.request(job, slot, "instance-a")
+            assert (await runs.claim(mine)).kind == "won"
+            if type(runs).lease_state is RunStore.lease_state:
+                assert await runs.lease_state(job, slot, mine.token) == "unknown"
+                return
+            assert await runs.lease_state(job, slot, mine.token) == "held"
+            assert await runs.lease_state(job, slot, new_token()) == "other"
+            assert await runs.lease_state(job, slot - 1000, mine.token) == "gone"
+            assert await runs.lease_state(new_job("never"), slot, mine.token) == "gone"
+            assert await runs.finish(job, slot, mine.token, "ok")
+            assert await runs.lease_state(job, slot, mine.token) == "ended"
 
         self.run(backend, body)
 
