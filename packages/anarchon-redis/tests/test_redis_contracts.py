@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 import redis.asyncio
 from anarchon.backend import Backend
-from anarchon.testing import BackendContract, FleetContract, LeaseContract
+from anarchon.testing import (
+    BackendContract,
+    FleetContract,
+    LeaseContract,
+    LeaseModelContract,
+)
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
 from redis_servers import Cluster, Server
@@ -46,6 +51,14 @@ class _Base(BackendContract, FleetContract):
 
 class TestRedisLease(_Base, LeaseContract):
     """Redis, ``lease``: both suites."""
+
+
+class TestRedisLeaseModel(LeaseModelContract):
+    """Redis ``lease`` (Lua) answers every lease operation like the reference model."""
+
+    @pytest.fixture
+    def backend(self, redis_server: Server) -> Backend:
+        return _backend(redis_server, "lease", f"m{uuid.uuid4().hex[:10]}:")
 
 
 class TestRedisStreamId(_Base):

@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 from anarchon.backend import Backend
-from anarchon.testing import BackendContract, FleetContract, LeaseContract
+from anarchon.testing import (
+    BackendContract,
+    FleetContract,
+    LeaseContract,
+    LeaseModelContract,
+)
 from anarchon_sql import PostgresBackend, SqliteBackend
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "threaded_sqlite.py"
@@ -74,3 +79,19 @@ class TestExampleSubclass(BackendContract, LeaseContract, FleetContract):
 
 def test_example_file_exists() -> None:
     assert os.path.exists(EXAMPLE)
+
+
+class TestPostgresModel(LeaseModelContract):
+    """PostgreSQL answers every lease operation like the reference model (anarchon.lease_model)."""
+
+    @pytest.fixture
+    def backend(self, pg_dsn: str) -> Backend:
+        return PostgresBackend.from_url(pg_dsn)
+
+
+class TestSqliteModel(LeaseModelContract):
+    """SQLite answers every lease operation like the reference model (anarchon.lease_model)."""
+
+    @pytest.fixture
+    def backend(self, sqlite_path: str) -> Backend:
+        return SqliteBackend.from_url(f"sqlite:///{sqlite_path}")

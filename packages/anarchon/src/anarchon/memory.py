@@ -34,6 +34,14 @@ from anarchon.backend import Backend, RunStore
 from anarchon.errors import InvalidConfigError
 from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
+from anarchon.lease_model import (
+    Blocker,
+    decide_claim,
+    decide_finish,
+    decide_heartbeat,
+    decide_release,
+)
+from anarchon.lease_model import LeaseState as ModelState
 from anarchon.types import (
     ActiveRun,
     ClaimInput,
@@ -90,6 +98,32 @@ class _RunState:
     end_reason: str | None = None
     result_status: str | None = None
     error: str | None = None
+
+    def model(self) -> ModelState:
+        """This state as the reference model's :class:`anarchon.lease_model.LeaseState`."""
+        return ModelState(
+            attempt=self.attempt,
+            token=self.token,
+            runner=self.runner,
+            status=self.status,
+            lease_expires_at=self.lease_expires_at,
+            max_attempts=self.max_attempts,
+            started_at=self.started_at,
+            released=self.released,
+            end_reason=self.end_reason,
+        )
+
+    def apply(self, new: ModelState) -> None:
+        """Take the lease fields of the model's new state."""
+        self.attempt = new.attempt
+        self.token = new.token
+        self.runner = new.runner
+        self.status = new.status
+        self.lease_expires_at = new.lease_expires_at
+        self.max_attempts = new.max_attempts
+        self.started_at = new.started_at
+        self.released = new.released
+        self.end_reason = new.end_reason
 
 
 @dataclass
@@ -169,26 +203,23 @@ class MemoryRunStore(RunStore):
         interrupted instead, so no backup starts it again.
         """
         with self._lock:
-            state = self._owned(job, slot, token)
-            if state is None:
-                # A retried release (its answer was lost) is answered again.
-                return self._ended_by(job, slot, token, "handed_over")
+            data = self._jobs.get(job)
+            state = None if data is None else data.states.get(slot)
+            if data is None or state is None:
+                return False
             now = self._now()
-            data = self._jobs[job]
-            self._add_result(
-                data,
-                self._interrupted(state, "handed_over", now),
-                data.history_size,
-                data.history_ttl_ms,
-                now,
-            )
-            state.end_reason = "handed_over"
-            if state.attempt >= state.max_attempts:
-                self._end(data, state, "interrupted", now)
-            else:
-                state.lease_expires_at = now
-                state.released = True
-            return True
+            decision = decide_release(state.model(), token, now)
+            if decision.record:
+                self._add_result(
+                    data,
+                    self._interrupted(state, "handed_over", now),
+                    data.history_size,
+                    data.history_ttl_ms,
+                    now,
+                )
+            if decision.state is not None:
+                self._apply(data, state, decision.state, now)
+            return decision.ok
 
     native_retry = True
 
@@ -268,23 +299,42 @@ class MemoryRunStore(RunStore):
         return int(self.clock.now_ms())
 
     def _heartbeat_locked(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
-        state = self._owned(job, slot, token)
-        if state is None:
+        data = self._jobs.get(job)
+        state = None if data is None else data.states.get(slot)
+        if data is None or state is None:
             return False
-        state.lease_expires_at = self._now() + lease_ms
-        return True
+        now = self._now()
+        decision = decide_heartbeat(state.model(), token, lease_ms, now)
+        if decision.ok and decision.state is not None:
+            self._apply(data, state, decision.state, now)
+        return decision.ok
 
     def _finish_locked(
         self, job: str, slot: int, token: str, status: str, error: str | None
     ) -> bool:
-        state = self._owned(job, slot, token)
-        if state is None:
-            # A retried finish (its answer was lost) is answered again.
-            return self._ended_by(job, slot, token, "finished")
-        self._end(self._jobs[job], state, "finished", self._now())
-        state.result_status = status
-        state.error = error
-        return True
+        data = self._jobs.get(job)
+        state = None if data is None else data.states.get(slot)
+        if data is None or state is None:
+            return False
+        was_running = state.status == "running" and not state.released
+        now = self._now()
+        decision = decide_finish(state.model(), token, now)
+        if decision.ok and was_running and decision.state is not None:
+            self._apply(data, state, decision.state, now)
+            state.result_status = status
+            state.error = error
+        return decision.ok
+
+    @staticmethod
+    def _apply(data: _JobData, state: _RunState, new: ModelState, now: int) -> None:
+        """Write the model's new state; a run that stops running leaves ``data.running``."""
+        was_running = state.status == "running"
+        state.apply(new)
+        if was_running and new.status != "running":
+            state.finished_at = now
+            data.running.discard(state.slot)
+        elif new.status == "running":
+            data.running.add(state.slot)
 
     def _job(self, job: str) -> _JobData:
         data = self._jobs.get(job)
@@ -300,109 +350,62 @@ class MemoryRunStore(RunStore):
             return None
         return state
 
-    def _ended_by(self, job: str, slot: int, token: str, how: str) -> bool:
-        """True if ``token``'s attempt already ended ``how`` (``finished`` or ``handed_over``)."""
-        data = self._jobs.get(job)
-        state = None if data is None else data.states.get(slot)
-        if state is None or state.token != token:
-            return False
-        if how == "finished":
-            return state.status == "finished"
-        return state.end_reason == how
-
     def _claim_locked(self, claim: RunClaim) -> ClaimOutcome:
         now = self._now()
         data = self._job(claim.job)
         state = data.states.get(claim.slot)
-        if state is None:
-            return self._claim_new(claim, data, now)
-        if state.token == claim.token and state.status == "running" and not state.released:
-            # A retried claim: the same answer, and the lease counts from now.
-            state.lease_expires_at = max(state.lease_expires_at, now + claim.lease_ms)
-            return self._outcome("won", state)
-        if state.status != "running" or state.token == claim.token:
-            return self._outcome("done", state)
-        if state.lease_expires_at > now:
-            return self._outcome("running", state)
-        if state.attempt < claim.max_attempts:
-            # Take over: the dead attempt is recorded interrupted in this same step.
-            if not state.released:
-                self._add_result(
-                    data,
-                    self._interrupted(state, "lease_lost", state.lease_expires_at),
-                    claim.history_size,
-                    claim.history_ttl_ms,
-                    now,
-                )
-            state.attempt += 1
-            state.token = claim.token
-            state.runner = claim.instance_id
-            state.lease_expires_at = now + claim.lease_ms
-            state.max_attempts = claim.max_attempts
-            state.started_at = now
-            state.released = False
-            state.end_reason = None
-            self._add_claim(claim, data, state, now)
-            return self._outcome("won", state)
-        # No attempts left.
-        if not state.released:
+        blocker = None
+        if state is None and claim.create and not claim.overlap:
+            found = self._live_older(data, claim.slot, now)
+            if found is not None:
+                blocker = Blocker(found.runner, found.lease_expires_at)
+        decision = decide_claim(None if state is None else state.model(), claim, now, blocker)
+        new = decision.state
+        if decision.interrupted is not None and state is not None:
+            # The dead attempt is recorded interrupted in this same step.
+            at = decision.interrupted_at if decision.interrupted_at is not None else now
             self._add_result(
                 data,
-                self._interrupted(state, "attempts_exhausted", now),
+                self._interrupted(state, decision.interrupted, at),
                 claim.history_size,
                 claim.history_ttl_ms,
                 now,
             )
-        self._end(data, state, "interrupted", now)
-        return self._outcome("done", state)
-
-    def _claim_new(self, claim: RunClaim, data: _JobData, now: int) -> ClaimOutcome:
-        if claim.early_ms is not None and claim.slot > now + claim.early_ms:
-            return ClaimOutcome("early")
-        if claim.deadline_ms is not None and now > claim.deadline_ms:
-            return ClaimOutcome("late")
-        if not claim.create:
-            return ClaimOutcome("none")
-        if not claim.overlap:
-            blocker = self._live_older(data, claim.slot, now)
-            if blocker is not None:
-                data.states[claim.slot] = _RunState(
-                    slot=claim.slot,
-                    attempt=0,
-                    token=claim.token,
-                    runner=claim.instance_id,
-                    status="skipped",
-                    lease_expires_at=now,
-                    max_attempts=claim.max_attempts,
-                    started_at=now,
-                    finished_at=now,
-                )
-                skipped = StoredResult(
-                    slot=claim.slot,
-                    token=claim.token,
-                    instance_id=claim.instance_id,
-                    status="skipped",
-                    started_at=now,
-                    finished_at=now,
-                    attempt=1,
-                    reason="overlap",
-                )
-                self._add_result(data, skipped, claim.history_size, claim.history_ttl_ms, now)
-                return ClaimOutcome("overlap", 0, blocker.runner, blocker.lease_expires_at)
-        state = _RunState(
-            slot=claim.slot,
-            attempt=1,
-            token=claim.token,
-            runner=claim.instance_id,
-            status="running",
-            lease_expires_at=now + claim.lease_ms,
-            max_attempts=claim.max_attempts,
-            started_at=now,
-        )
-        data.states[claim.slot] = state
-        data.running.add(claim.slot)
-        self._add_claim(claim, data, state, now)
-        return self._outcome("won", state)
+        if new is None:
+            return decision.outcome
+        if state is None:
+            state = _RunState(
+                slot=claim.slot,
+                attempt=new.attempt,
+                token=new.token,
+                runner=new.runner,
+                status=new.status,
+                lease_expires_at=new.lease_expires_at,
+                max_attempts=new.max_attempts,
+                started_at=new.started_at,
+            )
+            data.states[claim.slot] = state
+            if new.status == "running":
+                data.running.add(claim.slot)
+            else:
+                state.finished_at = now
+        else:
+            self._apply(data, state, new, now)
+        if decision.skipped:
+            skipped = StoredResult(
+                slot=claim.slot,
+                token=claim.token,
+                instance_id=claim.instance_id,
+                status="skipped",
+                started_at=now,
+                finished_at=now,
+                attempt=1,
+                reason="overlap",
+            )
+            self._add_result(data, skipped, claim.history_size, claim.history_ttl_ms, now)
+        if decision.claim_record:
+            self._add_claim(claim, data, state, now)
+        return decision.outcome
 
     @staticmethod
     def _live_older(data: _JobData, slot: int, now: int) -> _RunState | None:

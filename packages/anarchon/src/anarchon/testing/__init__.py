@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from anarchon.testing.contract import BackendContract
     from anarchon.testing.fleet_contract import FleetContract
     from anarchon.testing.lease_contract import LeaseContract
+    from anarchon.testing.lease_model_contract import LeaseModelContract
     from anarchon.testing.sync_contract import SyncFacadeContract
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "FleetResult",
     "FleetRun",
     "LeaseContract",
+    "LeaseModelContract",
     "SyncFacadeContract",
     "run_fleet",
     "start_fleet",
@@ -58,6 +60,10 @@ def __getattr__(name: str) -> Any:
         from anarchon.testing.lease_contract import LeaseContract
 
         return LeaseContract
+    if name == "LeaseModelContract":
+        from anarchon.testing.lease_model_contract import LeaseModelContract
+
+        return LeaseModelContract
     if name == "SyncFacadeContract":
         from anarchon.testing.sync_contract import SyncFacadeContract
 
