@@ -19,6 +19,7 @@ from anarchon.errors import (
     UnknownBackendError,
     UnsupportedError,
 )
+from anarchon.events import Event
 from anarchon.history import build_history
 from anarchon.memory import MemoryBackend
 from anarchon.scheduler import Scheduler, SchedulerThread
@@ -56,6 +57,7 @@ __all__ = [
     "Cron",
     "DedupeWindowError",
     "DuplicateJobError",
+    "Event",
     "Every",
     "ForeignDataError",
     "InvalidConfigError",

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from anarchon.clock import Clock
+from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.run_state import Phase, Run
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import GAVE_UP, StorePolicy
@@ -30,6 +31,9 @@ Backup = Callable[[Run, "int | None"], None]
 
 class ClaimBatcher:
     """Sends claims in chunks and dispatches the outcomes."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``skipped`` (overlap, late) goes (set by the scheduler)."""
 
     def __init__(
         self,
@@ -106,6 +110,7 @@ class ClaimBatcher:
             self._refused(runs, _count_error(len(outcomes), len(runs)))
             return
         lease_until = sent + self.lease_ms / 1000
+        latency_ms = (self.clock.monotonic() - sent) * 1000
         released: list[Run] = []
         for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
             kind = outcome.kind
@@ -113,17 +118,13 @@ class ClaimBatcher:
                 if self.stopping:
                     released.append(run)
                 else:
+                    run.claim_latency_ms = latency_ms
                     self.on_won(run, outcome.attempt, lease_until)
             elif kind == "running" and not self.stopping:
                 self.on_backup(run, outcome.lease_expires_at)
             else:
-                if kind == "overlap":
-                    self.log.info(
-                        "anarchon: %s slot %d skipped: an earlier run still holds its lease"
-                        " (overlap=False)",
-                        run.job.name,
-                        run.slot,
-                    )
+                if kind == "overlap" or (kind == "late" and not run.recheck):
+                    self._skipped(run, kind)
                 run.phase = Phase.ENDED  # done, none, late, or a kind this version does not know
         for run in released:
             await self._release(run)
@@ -181,6 +182,7 @@ class ClaimBatcher:
     async def _plain_chunk(self, runs: Sequence[Run]) -> None:
         inputs = [self._input(run) for run in runs]
         deadline = max(run.deadline_ms for run in runs)
+        sent = self.clock.monotonic()
         try:
             try:
                 answers = await self.batches.plain_claim_many(inputs)
@@ -216,11 +218,28 @@ class ClaimBatcher:
             self._refused(runs, error)
             return
         won = set(winners)
+        latency_ms = (self.clock.monotonic() - sent) * 1000
         for i, run in enumerate(runs):
             if i in won and not self.stopping:
+                run.claim_latency_ms = latency_ms
                 self.on_won(run, 1, 0.0)
             else:
                 run.phase = Phase.ENDED
+
+    def _skipped(self, run: Run, reason: str) -> None:
+        job = run.job
+        zone = job_zone(job)
+        if reason == "overlap":
+            self.log.info(
+                "anarchon: %s slot %s skipped: an earlier run still holds its lease"
+                " (overlap=False)",
+                job.name,
+                slot_iso(run.slot, zone),
+                extra=log_extra(job.name, run.slot, None, self.instance_id, zone),
+            )
+        self.events.emit(
+            "skipped", self.policy.now_ms(), job.name, run.slot, None, zone, reason=reason
+        )
 
     # Errors ----------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from anarchon.context import RunContext
+from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.tasks import TaskSet
 
@@ -28,6 +29,9 @@ Outcome = tuple[str, "str | None", int, int]
 
 class RunExecutor:
     """Starts handler tasks for winners and reports how each ended."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``run_started`` and ``taken_over`` go (set by the scheduler)."""
 
     def __init__(
         self,
@@ -54,8 +58,46 @@ class RunExecutor:
         job = run.job
         run.ctx = RunContext(job.name, run.slot, self.instance_id, attempt, run.token)
         self.active[(job.name, run.slot)] = run
+        self._started(run, attempt)
         # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
         run.task = asyncio.get_running_loop().create_task(self._execute(run))
+
+    def _started(self, run: Run, attempt: int) -> None:
+        """Log the start (DEBUG; a takeover at INFO) and emit ``run_started``/``taken_over``."""
+        log, events = self.log, self.events
+        takeover = attempt > 1
+        if not (takeover or log.isEnabledFor(logging.DEBUG) or events.wants("run_started")):
+            return
+        job, slot = run.job, run.slot
+        zone = job_zone(job)
+        now = self.now_ms()
+        if takeover:
+            log.info(
+                "anarchon: %s slot %s taken over (attempt %d)",
+                job.name,
+                slot_iso(slot, zone),
+                attempt,
+                extra=log_extra(job.name, slot, attempt, self.instance_id, zone),
+            )
+            events.emit("taken_over", now, job.name, slot, attempt, zone)
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "anarchon: %s slot %s started (attempt %d)",
+                job.name,
+                slot_iso(slot, zone),
+                attempt,
+                extra=log_extra(job.name, slot, attempt, self.instance_id, zone),
+            )
+        events.emit(
+            "run_started",
+            now,
+            job.name,
+            slot,
+            attempt,
+            zone,
+            lateness_ms=now - slot,
+            claim_latency_ms=run.claim_latency_ms,
+        )
 
     def tasks_running(self) -> set[asyncio.Task[Any]]:
         """The handler tasks still running."""
@@ -104,8 +146,14 @@ class RunExecutor:
             status = "timeout" if ctx.cancelled.reason == "timeout" else "cancelled"
         except Exception as exc:
             status, error = "error", f"{type(exc).__name__}: {exc}"
+            zone = job_zone(job)
             self.log.error(
-                "anarchon: job %s slot %d failed: %s", job.name, ctx.slot, error, exc_info=exc
+                "anarchon: job %s slot %s failed: %s",
+                job.name,
+                slot_iso(ctx.slot, zone),
+                error,
+                exc_info=exc,
+                extra=log_extra(job.name, ctx.slot, ctx.attempt, self.instance_id, zone),
             )
         finally:
             run.phase = Phase.FINISHING

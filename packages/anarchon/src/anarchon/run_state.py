@@ -56,6 +56,7 @@ class Run:
 
     __slots__ = (
         "attempt",
+        "claim_latency_ms",
         "ctx",
         "deadline_ms",
         "ending",
@@ -84,6 +85,8 @@ class Run:
         self.recheck = False
         """True once this run has been a backup: its claims no longer create the run."""
         self.attempt = 0
+        self.claim_latency_ms: float | None = None
+        """The round trip of the claim that won this run (ms), for ``run_started``."""
         self.lease_until = 0.0
         """Monotonic time at which the last confirmed lease ends (the runner's view)."""
         self.store_error: str | None = None

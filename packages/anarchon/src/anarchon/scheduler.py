@@ -35,6 +35,7 @@ from anarchon.errors import (
     InvalidJobError,
     UnsupportedError,
 )
+from anarchon.events import EventBus, Listener
 from anarchon.executor import RunExecutor
 from anarchon.jobs import Handler, Job, build_job
 from anarchon.leases import LeaseKeeper
@@ -155,7 +156,12 @@ class Scheduler:
             raise InvalidConfigError("instance_id must be a non-empty string")
         self.instance_id = instance_id or _default_instance_id()
         self.clock: Clock = clock or SystemClock()
-        self.log = logger or logging.getLogger("anarchon")
+        self.log = logger or logging.getLogger("anarchon.scheduler")
+        self._store_log = (
+            logger.getChild("store") if logger else logging.getLogger("anarchon.store")
+        )
+        self.events = EventBus(self.instance_id, self.log)
+        """The event bus: :meth:`on` subscribes; other parts (e.g. drift detection) call ``events.emit``."""
         self._jobs: dict[str, Job] = {}
         self._time = StoreTime(self.clock, self._clock_source())
         self._tasks = TaskSet()
@@ -172,6 +178,14 @@ class Scheduler:
     def jobs(self) -> dict[str, Job]:
         """The registered jobs, by name (a copy)."""
         return dict(self._jobs)
+
+    def on(self, kind: str, callback: Listener) -> Callable[[], None]:
+        """Call ``callback(event)`` (sync or async) for each event of ``kind``; returns an unsubscribe function.
+
+        The kinds are in :data:`anarchon.events.EVENT_KINDS`; delivery is off the
+        scheduling path (docs/operations.md, "Events").
+        """
+        return self.events.on(kind, callback)
 
     @property
     def leases(self) -> bool:
@@ -341,6 +355,7 @@ class Scheduler:
             self._parts = self._wakeups = None
             raise
         self._started = True
+        self.events.start()
         self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
         if parts.keeper is not None:
             self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
@@ -353,7 +368,8 @@ class Scheduler:
 
     def _build(self, timetable: Any) -> _Parts:
         """The parts of a started scheduler, wired to each other."""
-        policy = StorePolicy(self.backend, self.log, self._time.now_ms, self.max_in_flight)
+        policy = StorePolicy(self.backend, self._store_log, self._time.now_ms, self.max_in_flight)
+        policy.events = self.events
         batches = StoreBatches(self.backend, policy)
         tasks = self._tasks
         results: ResultBatcher
@@ -418,6 +434,9 @@ class Scheduler:
             ),
             submit=claims.submit,
         )
+        claims.events = executor.events = results.events = wakeups.events = self.events
+        if keeper is not None:
+            keeper.events = self.events
         return _Parts(policy, claims, executor, results, keeper, wakeups)
 
     async def stop(self) -> None:
@@ -445,6 +464,7 @@ class Scheduler:
                     task.cancel()
             await self._drain(parts, loop.time() + max(5.0, self.lease_ms / 1000))
         await self._tasks.cancel_loops()
+        await self.events.stop()
         self._started = False
         self._parts = self._wakeups = None
         self.log.info("anarchon scheduler %s stopped", self.instance_id)
@@ -584,7 +604,7 @@ class Scheduler:
         """The running scheduler's policy, or a fresh one for a call outside ``start()``."""
         if self._parts is not None:
             return self._parts.policy
-        return StorePolicy(self.backend, self.log, self._time.now_ms, self.max_in_flight)
+        return StorePolicy(self.backend, self._store_log, self._time.now_ms, self.max_in_flight)
 
     async def _sync_for_call(self, policy: StorePolicy) -> None:
         try:
