@@ -1,0 +1,78 @@
+"""What every metrics exporter records, and the subscriptions that feed it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from anarchon.events import Event
+
+if TYPE_CHECKING:
+    from anarchon.scheduler import Scheduler
+
+__all__ = ["METRIC_KINDS", "Sink", "attach_sink"]
+
+METRIC_KINDS = (
+    "run_started",
+    "run_finished",
+    "skipped",
+    "taken_over",
+    "lease_lost",
+    "store_unavailable",
+)
+"""The event kinds the metrics are computed from."""
+
+
+class Sink(Protocol):
+    """An exporter's instruments. Each method is called in the event bus's worker thread."""
+
+    def run_finished(self, job: str, status: str, duration_s: float | None) -> None:
+        """One run ended and was recorded: count it and observe its duration."""
+
+    def run_started(self, job: str, lateness_s: float, claim_latency_s: float | None) -> None:
+        """One run started: observe its lateness and its claim's round trip."""
+
+    def skipped(self, job: str, reason: str) -> None:
+        """One slot was skipped."""
+
+    def taken_over(self, job: str) -> None:
+        """This instance took over a run another instance had started."""
+
+    def lease_lost(self, job: str) -> None:
+        """A run here lost its lease."""
+
+    def store_error(self, store: str) -> None:
+        """An outage of the store began."""
+
+
+def _feed(sink: Sink) -> Callable[[Event], None]:
+    def record(event: Event) -> None:
+        kind, job = event.kind, event.job or ""
+        if kind == "run_finished":
+            duration = None if event.duration_ms is None else event.duration_ms / 1000
+            sink.run_finished(job, event.status or "unknown", duration)
+        elif kind == "run_started":
+            latency = None if event.claim_latency_ms is None else event.claim_latency_ms / 1000
+            sink.run_started(job, max(event.lateness_ms or 0, 0) / 1000, latency)
+        elif kind == "skipped":
+            sink.skipped(job, event.reason or "unknown")
+        elif kind == "taken_over":
+            sink.taken_over(job)
+        elif kind == "lease_lost":
+            sink.lease_lost(job)
+        elif kind == "store_unavailable":
+            sink.store_error(event.store or "unknown")
+
+    return record
+
+
+def attach_sink(scheduler: Scheduler, sink: Sink) -> Callable[[], None]:
+    """Feed ``sink`` from ``scheduler``'s events; returns a function that detaches it."""
+    record = _feed(sink)
+    unsubscribes = [scheduler.on(kind, record) for kind in METRIC_KINDS]
+
+    def detach() -> None:
+        for unsubscribe in unsubscribes:
+            unsubscribe()
+
+    return detach
