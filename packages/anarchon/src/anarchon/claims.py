@@ -116,6 +116,7 @@ class ClaimBatcher:
             kind = outcome.kind
             if kind == "won":
                 if self.stopping:
+                    run.attempt = outcome.attempt
                     released.append(run)
                 else:
                     run.claim_latency_ms = latency_ms
@@ -170,6 +171,15 @@ class ClaimBatcher:
         except Exception as error:
             self.policy.report("release", error, job=run.job.name)
         run.phase = Phase.ENDED
+        # won while stopping: released at once, so a backup may take it (a hand-over)
+        self.events.emit(
+            "handed_over",
+            self.policy.now_ms(),
+            run.job.name,
+            run.slot,
+            run.attempt,
+            job_zone(run.job),
+        )
 
     # Claim-only backends -------------------------------------------------
 
