@@ -307,9 +307,10 @@ class EventBus:
             return
         self._failed.add(key)
         self.log.error(
-            "anarchon: event callback %r for %s raised (logged once per callback): %s: %s",
+            "anarchon: event callback %r for %s on %s raised (logged once per callback): %s: %s",
             sub.callback,
             sub.kind,
+            self.instance_id,
             type(error).__name__,
             error,
             exc_info=error,
