@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 from anarchon import Cron, Event, InvalidConfigError, MemoryBackend, RunContext, Scheduler
 from anarchon.events import QUEUE_LIMIT, EventBus
+from instrumented import ProbedBackend
 
 
 def test_unknown_kind_and_non_callable_are_errors() -> None:
@@ -138,3 +139,33 @@ async def test_run_logs_carry_iso_slots_and_extra_fields(
         assert isinstance(fields["slot"], int)
         assert fields["slot_at"].endswith(("+01:00", "+02:00"))  # Europe/Paris
         assert fields["slot_at"] in record.getMessage()
+
+
+async def test_a_store_outage_is_one_unavailable_and_one_recovered_event() -> None:
+    """ConnectionErrors from prepare_job for 0.4 s (the probed memory store): one outage."""
+    backend = ProbedBackend()
+    backend.probe.faults["prepare_job"] = ConnectionError("refused")
+    scheduler = Scheduler(backend, instance_id="s")
+    seen: list[Event] = []
+    scheduler.on("store_unavailable", seen.append)
+    scheduler.on("store_recovered", seen.append)
+
+    async def tick(ctx: RunContext) -> None:
+        return None
+
+    scheduler.every("job", "1s", tick)
+
+    async def heal() -> None:
+        await asyncio.sleep(0.4)
+        del backend.probe.faults["prepare_job"]
+
+    healer = asyncio.create_task(heal())
+    await asyncio.wait_for(scheduler.start(), 60)
+    await healer
+    await scheduler.stop()
+    assert backend.probe.calls["prepare_job"] >= 3
+    assert [(e.kind, e.store, e.job, e.slot, e.instance) for e in seen] == [
+        ("store_unavailable", "memory", None, None, "s"),
+        ("store_recovered", "memory", None, None, "s"),
+    ]
+    assert seen[0].error == "ConnectionError: refused"
