@@ -8,7 +8,15 @@ import time
 from collections import Counter
 
 import pytest
-from anarchon import Cron, Event, InvalidConfigError, MemoryBackend, RunContext, Scheduler
+from anarchon import (
+    Cron,
+    Event,
+    InvalidConfigError,
+    MemoryBackend,
+    RunContext,
+    Scheduler,
+    SyncScheduler,
+)
 from anarchon.events import QUEUE_LIMIT, EventBus
 from instrumented import ProbedBackend
 
@@ -169,3 +177,20 @@ async def test_a_store_outage_is_one_unavailable_and_one_recovered_event() -> No
         ("store_recovered", "memory", None, None, "s"),
     ]
     assert seen[0].error == "ConnectionError: refused"
+
+
+def test_sync_scheduler_delivers_events() -> None:
+    scheduler = SyncScheduler(backend=MemoryBackend(), instance_id="sync-1")
+    seen: list[Event] = []
+    scheduler.on("run_finished", seen.append)
+
+    @scheduler.every("once", "1h", jitter=0, max_late="2h")
+    def once(ctx: RunContext) -> None:
+        return None
+
+    scheduler.start()
+    deadline = time.monotonic() + 60
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    scheduler.stop()
+    assert [(e.job, e.status, e.attempt, e.instance) for e in seen] == [("once", "ok", 1, "sync-1")]

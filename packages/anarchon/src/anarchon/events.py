@@ -57,19 +57,19 @@ EVENT_KINDS: frozenset[str] = frozenset(
 )
 """Every kind ``scheduler.on()`` accepts."""
 
-QUEUE_LIMIT = 10_000
+QUEUE_LIMIT = 100_000
 """Events waiting for delivery at most; later ones are dropped (and counted) until there is room."""
 
 FLUSH_ON_STOP_S = 2.0
 """``stop()`` waits this long at most for queued events to be delivered."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Event:
     """One thing that happened on a scheduler.
 
     ``job``, ``slot`` (epoch ms), ``scheduled_at`` (the slot as an aware
-    datetime in the job's zone) and ``attempt`` are None for store events.
+    datetime in the job's ``zone``) and ``attempt`` are None for store events.
     The kind-specific fields are None where they do not apply.
     """
 
@@ -77,7 +77,8 @@ class Event:
     """One of :data:`EVENT_KINDS`."""
     job: str | None
     slot: int | None
-    scheduled_at: datetime.datetime | None
+    zone: str
+    """The IANA zone of the job's schedule (UTC for interval jobs)."""
     instance: str
     """The instance id of the scheduler that emitted the event."""
     attempt: int | None
@@ -100,6 +101,11 @@ class Event:
     details: dict[str, Any] | None = None
     """``schedule_drift``: e.g. the fingerprints and how many instances hold each."""
 
+    @property
+    def scheduled_at(self) -> datetime.datetime | None:
+        """The slot as an aware datetime in the job's zone (None for store events)."""
+        return None if self.slot is None else _scheduled_at(self.slot, self.zone)
+
 
 Listener = Callable[[Event], Awaitable[None] | None]
 """A callback: ``def f(event) -> None`` or ``async def f(event) -> None``."""
@@ -114,7 +120,7 @@ def _zone(name: str) -> datetime.tzinfo:
     if name == "UTC":
         return datetime.timezone.utc
     try:
-        return zoneinfo.ZoneInfo(name)
+        return zoneinfo.ZoneInfo(name)  # cached by zoneinfo
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         return datetime.timezone.utc
 
@@ -197,7 +203,7 @@ class EventBus:
             kind,
             job,
             slot,
-            None if slot is None else _scheduled_at(slot, zone),
+            zone,
             self.instance_id,
             attempt,
             at_ms,

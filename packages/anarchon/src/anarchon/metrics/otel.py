@@ -33,7 +33,7 @@ class OtelMetrics:
     """The instruments on one meter (``anarchon``).
 
     ``anarchon.runs{job,status}``, ``anarchon.run.duration{job}`` (s),
-    ``anarchon.run.start_lateness{job}`` (s), ``anarchon.claim.latency{job}`` (s),
+    ``anarchon.run.start_lateness{job}`` (s), ``anarchon.claim.latency`` (s),
     ``anarchon.skips{job,reason}``, ``anarchon.takeovers{job}``,
     ``anarchon.lease_losses{job}``, ``anarchon.store.errors{store}``.
     """
@@ -79,7 +79,7 @@ class OtelMetrics:
         """Record the start lateness and the claim latency."""
         self.lateness.record(lateness_s, {"job": job})
         if claim_latency_s is not None:
-            self.claim_latency.record(claim_latency_s, {"job": job})
+            self.claim_latency.record(claim_latency_s)
 
     def skipped(self, job: str, reason: str) -> None:
         """Count one skip."""

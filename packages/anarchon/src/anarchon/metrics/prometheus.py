@@ -14,7 +14,7 @@ in a plain process, ``prometheus_client.make_asgi_app`` mounted in FastAPI
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from anarchon.errors import UnsupportedError
 from anarchon.metrics._feed import attach_sink
@@ -39,7 +39,7 @@ class PrometheusMetrics:
 
     Names (with the default ``namespace="anarchon"``):
     ``anarchon_runs_total{job,status}``, ``anarchon_run_duration_seconds{job}``,
-    ``anarchon_start_lateness_seconds{job}``, ``anarchon_claim_latency_seconds{job}``,
+    ``anarchon_start_lateness_seconds{job}``, ``anarchon_claim_latency_seconds``,
     ``anarchon_skips_total{job,reason}``, ``anarchon_takeovers_total{job}``,
     ``anarchon_lease_losses_total{job}``, ``anarchon_store_errors_total{store}``.
     """
@@ -58,9 +58,14 @@ class PrometheusMetrics:
         )  # fmt: skip
         self.duration = histogram("run_duration_seconds", "How long each run's handler ran")
         self.lateness = histogram("start_lateness_seconds", "Run start minus its slot")
-        self.claim_latency = histogram(
-            "claim_latency_seconds", "Round trip of the claim that won a run"
+        self.claim_latency = Histogram(
+            "claim_latency_seconds",
+            "Round trip of the claim that won a run (all jobs: a store figure)",
+            namespace=namespace,
+            registry=registry,
+            buckets=_SECONDS_BUCKETS,
         )
+        self._children: dict[tuple[str, ...], Any] = {}
         self.skips = Counter(
             "skips", "Slots skipped, by job and reason", ["job", "reason"],
             namespace=namespace, registry=registry,
@@ -84,33 +89,41 @@ class PrometheusMetrics:
 
     # Sink ------------------------------------------------------------------
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, cached (``labels()`` validates and locks on every call)."""
+        key = (str(id(metric)), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def run_finished(self, job: str, status: str, duration_s: float | None) -> None:
         """Count one run; observe its duration."""
-        self.runs.labels(job, status).inc()
+        self._child(self.runs, job, status).inc()
         if duration_s is not None:
-            self.duration.labels(job).observe(duration_s)
+            self._child(self.duration, job).observe(duration_s)
 
     def run_started(self, job: str, lateness_s: float, claim_latency_s: float | None) -> None:
         """Observe the start lateness and the claim latency."""
-        self.lateness.labels(job).observe(lateness_s)
+        self._child(self.lateness, job).observe(lateness_s)
         if claim_latency_s is not None:
-            self.claim_latency.labels(job).observe(claim_latency_s)
+            self.claim_latency.observe(claim_latency_s)
 
     def skipped(self, job: str, reason: str) -> None:
         """Count one skip."""
-        self.skips.labels(job, reason).inc()
+        self._child(self.skips, job, reason).inc()
 
     def taken_over(self, job: str) -> None:
         """Count one takeover."""
-        self.takeovers.labels(job).inc()
+        self._child(self.takeovers, job).inc()
 
     def lease_lost(self, job: str) -> None:
         """Count one lease loss."""
-        self.lease_losses.labels(job).inc()
+        self._child(self.lease_losses, job).inc()
 
     def store_error(self, store: str) -> None:
         """Count one store outage."""
-        self.store_errors.labels(store).inc()
+        self._child(self.store_errors, store).inc()
 
 
 _by_registry: dict[int, PrometheusMetrics] = {}
