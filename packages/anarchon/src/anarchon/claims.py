@@ -239,7 +239,7 @@ class ClaimBatcher:
     def _skipped(self, run: Run, reason: str) -> None:
         job = run.job
         zone = job_zone(job)
-        if reason == "overlap":
+        if reason == "overlap" and self.log.isEnabledFor(logging.INFO):
             self.log.info(
                 "anarchon: %s slot %s skipped: an earlier run still holds its lease"
                 " (overlap=False)",

@@ -24,7 +24,7 @@ METRIC_KINDS = (
 
 
 class Sink(Protocol):
-    """An exporter's instruments. Each method is called in the event bus's worker thread."""
+    """An exporter's instruments. Each method is called by the event delivery task, on the loop."""
 
     def run_finished(self, job: str, status: str, duration_s: float | None) -> None:
         """One run ended and was recorded: count it and observe its duration."""
@@ -69,7 +69,8 @@ def _feed(sink: Sink) -> Callable[[Event], None]:
 def attach_sink(scheduler: Scheduler, sink: Sink) -> Callable[[], None]:
     """Feed ``sink`` from ``scheduler``'s events; returns a function that detaches it."""
     record = _feed(sink)
-    unsubscribes = [scheduler.on(kind, record) for kind in METRIC_KINDS]
+    # in_loop: the instruments take microseconds and never block
+    unsubscribes = [scheduler.events.on(kind, record, in_loop=True) for kind in METRIC_KINDS]
 
     def detach() -> None:
         for unsubscribe in unsubscribes:
