@@ -28,7 +28,16 @@ from typing import Any, Literal
 
 from anarchon.errors import InvalidConfigError
 
-__all__ = ["EVENT_KINDS", "QUEUE_LIMIT", "Event", "EventBus", "EventKind", "Listener", "slot_iso"]
+__all__ = [
+    "EVENT_KINDS",
+    "QUEUE_LIMIT",
+    "Event",
+    "EventBus",
+    "EventKind",
+    "FieldsListener",
+    "Listener",
+    "slot_iso",
+]
 
 EventKind = Literal[
     "run_started",
@@ -129,13 +138,20 @@ def _scheduled_at(slot: int, zone: str) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(slot / 1000, tz=_zone(zone))
 
 
-class _Subscription:
-    __slots__ = ("callback", "in_loop", "is_async", "kind")
+FieldsListener = Callable[[str, "str | None", "dict[str, Any]"], None]
+"""``callback(kind, job, fields)``: an exporter's view of an event, without the :class:`Event`."""
 
-    def __init__(self, kind: str, callback: Listener, in_loop: bool = False) -> None:
+_Pending = tuple[str, int, "str | None", "int | None", "int | None", str, "dict[str, Any]"]
+"""A queued event: ``(kind, at_ms, job, slot, attempt, zone, fields)``; the Event is built on delivery."""
+
+
+class _Subscription:
+    __slots__ = ("callback", "fields_only", "is_async", "kind")
+
+    def __init__(self, kind: str, callback: Any, fields_only: bool = False) -> None:
         self.kind = kind
         self.callback = callback
-        self.in_loop = in_loop
+        self.fields_only = fields_only
         self.is_async = inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
             getattr(callback, "__call__", None)  # noqa: B004 - async __call__ of an object
         )
@@ -148,7 +164,7 @@ class EventBus:
         self.instance_id = instance_id
         self.log = log
         self._subs: dict[str, list[_Subscription]] = {}
-        self._queue: collections.deque[Event] = collections.deque()
+        self._queue: collections.deque[_Pending] = collections.deque()
         self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -161,21 +177,28 @@ class EventBus:
 
     # Subscriptions -------------------------------------------------------
 
-    def on(self, kind: str, callback: Listener, *, in_loop: bool = False) -> Callable[[], None]:
-        """Call ``callback(event)`` for every event of ``kind``; returns a function that unsubscribes.
+    def on(self, kind: str, callback: Listener) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event of ``kind``; returns a function that unsubscribes."""
+        return self._subscribe(_Subscription(kind, callback))
 
-        ``in_loop=True`` (for a sync callback that takes microseconds and never
-        blocks, such as the metrics exporters): called by the delivery task on
-        the event loop instead of in the worker thread, which saves a thread
-        hop per batch. It is still off the scheduling path, and still guarded.
+    def on_fields(self, kind: str, callback: FieldsListener) -> Callable[[], None]:
+        """For exporters: ``callback(kind, job, fields)`` for every event of ``kind``.
+
+        Called by the delivery task on the event loop (no thread hop, no
+        :class:`Event` built for it), so it must take microseconds and never
+        block, as the metrics exporters do. Still off the scheduling path, and
+        still guarded (an exception is logged once). Returns an unsubscribe function.
         """
+        return self._subscribe(_Subscription(kind, callback, fields_only=True))
+
+    def _subscribe(self, sub: _Subscription) -> Callable[[], None]:
+        kind, callback = sub.kind, sub.callback
         if kind not in EVENT_KINDS:
             raise InvalidConfigError(
                 f"unknown event kind {kind!r}; the kinds are {', '.join(sorted(EVENT_KINDS))}"
             )
         if not callable(callback):
             raise InvalidConfigError(f"event callback must be callable, got {callback!r}")
-        sub = _Subscription(kind, callback, in_loop)
         self._subs.setdefault(kind, []).append(sub)
 
         def unsubscribe() -> None:
@@ -206,20 +229,6 @@ class EventBus:
         """Queue an event of ``kind`` (a no-op when nobody listens to it). Call on the scheduler's loop."""
         if kind not in self._subs:
             return
-        event = Event(
-            kind,
-            job,
-            slot,
-            zone,
-            self.instance_id,
-            attempt,
-            at_ms,
-            **fields,
-        )
-        self.put(event)
-
-    def put(self, event: Event) -> None:
-        """Queue a ready-made event (dropped and counted when the queue is full)."""
         if len(self._queue) >= QUEUE_LIMIT:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % QUEUE_LIMIT == 0:
@@ -229,7 +238,7 @@ class EventBus:
                     self.dropped,
                 )
             return
-        self._queue.append(event)
+        self._queue.append((kind, at_ms, job, slot, attempt, zone, fields))
         wake = self._wake
         if wake is not None:
             wake.set()
@@ -284,8 +293,17 @@ class EventBus:
                 batch = list(self._queue)
                 self._queue.clear()
                 sync_calls: list[tuple[_Subscription, Event]] = []
-                for event in batch:
-                    for sub in list(self._subs.get(event.kind, ())):
+                for pending in batch:
+                    kind, at_ms, job, slot, attempt, zone, fields = pending
+                    event: Event | None = None
+                    for sub in list(self._subs.get(kind, ())):
+                        if sub.fields_only:
+                            self._call_fields(sub, kind, job, fields)
+                            continue
+                        if event is None:
+                            event = Event(
+                                kind, job, slot, zone, self.instance_id, attempt, at_ms, **fields
+                            )
                         if sub.is_async:
                             await self._call_async(sub, event)
                         else:
@@ -300,9 +318,17 @@ class EventBus:
 
     async def _call_async(self, sub: _Subscription, event: Event) -> None:
         try:
-            await sub.callback(event)  # type: ignore[misc]
+            await sub.callback(event)
         except asyncio.CancelledError:
             raise
+        except Exception as error:
+            self._failed_once(sub, error)
+
+    def _call_fields(
+        self, sub: _Subscription, kind: str, job: str | None, fields: dict[str, Any]
+    ) -> None:
+        try:
+            sub.callback(kind, job, fields)
         except Exception as error:
             self._failed_once(sub, error)
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
-
-from anarchon.events import Event
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from anarchon.scheduler import Scheduler
@@ -45,23 +43,31 @@ class Sink(Protocol):
         """An outage of the store began."""
 
 
-def _feed(sink: Sink) -> Callable[[Event], None]:
-    def record(event: Event) -> None:
-        kind, job = event.kind, event.job or ""
+def _feed(sink: Sink) -> Callable[[str, str | None, dict[str, Any]], None]:
+    def record(kind: str, job: str | None, fields: dict[str, Any]) -> None:
+        name = job or ""
         if kind == "run_finished":
-            duration = None if event.duration_ms is None else event.duration_ms / 1000
-            sink.run_finished(job, event.status or "unknown", duration)
+            duration = fields.get("duration_ms")
+            sink.run_finished(
+                name,
+                fields.get("status") or "unknown",
+                None if duration is None else duration / 1000,
+            )
         elif kind == "run_started":
-            latency = None if event.claim_latency_ms is None else event.claim_latency_ms / 1000
-            sink.run_started(job, max(event.lateness_ms or 0, 0) / 1000, latency)
+            latency = fields.get("claim_latency_ms")
+            sink.run_started(
+                name,
+                max(fields.get("lateness_ms") or 0, 0) / 1000,
+                None if latency is None else latency / 1000,
+            )
         elif kind == "skipped":
-            sink.skipped(job, event.reason or "unknown")
+            sink.skipped(name, fields.get("reason") or "unknown")
         elif kind == "taken_over":
-            sink.taken_over(job)
+            sink.taken_over(name)
         elif kind == "lease_lost":
-            sink.lease_lost(job)
+            sink.lease_lost(name)
         elif kind == "store_unavailable":
-            sink.store_error(event.store or "unknown")
+            sink.store_error(fields.get("store") or "unknown")
 
     return record
 
@@ -69,8 +75,8 @@ def _feed(sink: Sink) -> Callable[[Event], None]:
 def attach_sink(scheduler: Scheduler, sink: Sink) -> Callable[[], None]:
     """Feed ``sink`` from ``scheduler``'s events; returns a function that detaches it."""
     record = _feed(sink)
-    # in_loop: the instruments take microseconds and never block
-    unsubscribes = [scheduler.events.on(kind, record, in_loop=True) for kind in METRIC_KINDS]
+    # on_fields: the instruments take microseconds and never block; no Event is built for them
+    unsubscribes = [scheduler.events.on_fields(kind, record) for kind in METRIC_KINDS]
 
     def detach() -> None:
         for unsubscribe in unsubscribes:
