@@ -3,6 +3,7 @@
     uv run --no-sync python benchmarks/claims_nats.py            # starts its own nats-server
     uv run --no-sync python benchmarks/claims_nats.py --url nats://127.0.0.1:4222
     uv run --no-sync python benchmarks/claims_nats.py --only batched --chunk 500
+    uv run --no-sync python benchmarks/claims_nats.py --only clock
 
 Both sides talk to the same nats-server (JetStream, file store) over
 127.0.0.1, each on its own stream with the same settings (the backend creates
@@ -316,6 +317,30 @@ async def batched(url: str, seconds: float, rounds: int, chunk: int) -> bool:
     return ok
 
 
+async def clock(url: str, readings: int = 500) -> None:
+    """``now_ms()``: its latency, and how far it is from this machine's clock (same host)."""
+    backend = NatsBackend(url, stream=f"CLOCK{uuid.uuid4().hex[:6].upper()}", prefix="clock.")
+    await backend.init()
+    for _ in range(20):
+        await backend.now_ms()
+    latencies: list[float] = []
+    errors: list[float] = []
+    for _ in range(readings):
+        started, before = time.perf_counter(), time.time() * 1000
+        now = await backend.now_ms()
+        after = time.time() * 1000
+        latencies.append((time.perf_counter() - started) * 1000)
+        errors.append(abs(now - (before + after) / 2))
+    await backend.close()
+    print()
+    print(
+        f"clock: now_ms() p50 {_percentile(latencies, 0.5):.3f} ms,"
+        f" p99 {_percentile(latencies, 0.99):.3f} ms; |server - local| (same host)"
+        f" p50 {_percentile(errors, 0.5):.3f} ms, p99 {_percentile(errors, 0.99):.3f} ms,"
+        f" max {max(errors):.3f} ms over {readings} readings"
+    )
+
+
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="an existing nats-server with JetStream (default: start one)")
@@ -324,7 +349,7 @@ def cli() -> None:
     parser.add_argument("--tasks", type=int, default=64, help="concurrent tasks in the second mode")
     parser.add_argument("--chunk", type=int, default=500, help="claims per chunk (batched part)")
     parser.add_argument(
-        "--only", choices=["single", "batched"], help="run one part only (default: both)"
+        "--only", choices=["single", "batched", "clock"], help="run one part only (default: all)"
     )
     args = parser.parse_args()
 
@@ -340,10 +365,12 @@ def cli() -> None:
         f" {args.rounds} rounds x {args.seconds:g} s per method and mode"
     )
     try:
-        if args.only != "batched":
+        if args.only in (None, "single"):
             asyncio.run(main(url, args.seconds, args.rounds, args.tasks))
-        if args.only != "single":
+        if args.only in (None, "batched"):
             asyncio.run(batched(url, args.seconds, args.rounds, args.chunk))
+        if args.only in (None, "clock"):
+            asyncio.run(clock(url))
     finally:
         if server is not None:
             server.kill()

@@ -711,9 +711,10 @@ def main() -> None:
         f" tables created {'by the measured backend' if args.install_inline else 'beforehand'}",
         flush=True,
     )
-    print(f"{'store':<28} {'side':<8} {'claims/s':>9} {'p50 ms':>8} {'p99 ms':>8}  per round")
     pre = not args.install_inline
     single, batch = args.mode in ("single", "both"), args.mode in ("batch", "both")
+    if single:
+        print(f"{'store':<28} {'side':<8} {'claims/s':>9} {'p50 ms':>8} {'p99 ms':>8}  per round")
     if args.store in ("postgres", "both"):
         server = start_postgres(fsync=True)
         try:

@@ -18,6 +18,7 @@ REFERENCE = ROOT / "docs" / "reference"
 PAGES = {
     "anarchon": "anarchon.md",
     "anarchon.testing": "testing.md",
+    "anarchon.web": "web.md",
     "anarchon_redis": "redis.md",
     "anarchon_nats": "nats.md",
     "anarchon_sql": "sql.md",

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -29,6 +30,10 @@ sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
 
 from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
 
+# Three cold release builds (fat LTO, one codegen unit) take minutes on 2 cores; the
+# module fixture's time counts against the first test's timeout.
+pytestmark = pytest.mark.timeout(2400)
+
 AUDITWHEEL = "auditwheel==6.8.2"
 # platform -> (wheel platform tag, ELF e_machine of the extension)
 PLATFORMS = {
@@ -42,15 +47,22 @@ BACKENDS = sorted(p.name for p in (ROOT / "packages").iterdir() if p.name != "an
 @pytest.fixture(scope="module")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheelhouse")
-    done = subprocess.run(
+    # its own process group: a timeout or an interrupt also ends maturin, cargo and zig
+    build = subprocess.Popen(
         ["bash", str(ROOT / "scripts" / "build-wheels.sh"), "--out", str(out)],
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=1800,
-        check=False,
+        start_new_session=True,
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    try:
+        stdout, stderr = build.communicate(timeout=2000)
+    except BaseException:
+        os.killpg(build.pid, signal.SIGKILL)
+        build.wait()
+        raise
+    assert build.returncode == 0, stdout[-4000:] + stderr[-4000:]
     return out
 
 

@@ -13,16 +13,18 @@
 #   private_apt cache policy PKG       # apt-cache with the private options
 
 # The Debian archive of this machine: "URI<TAB>KEYRING" (KEYRING may be empty).
+# $DEBIAN_APT_ROOT (default: none) is prefixed to /etc, for tests of this function.
 # An entry counts when it carries the release's own suite (VERSION_CODENAME of
 # /etc/os-release, e.g. bookworm) and the main component; -security is not the archive.
 debian_mirror() {
     local codename
-    codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
-    [ -n "$codename" ] || { echo "debian-apt: no VERSION_CODENAME in /etc/os-release" >&2; return 1; }
+    local etc="${DEBIAN_APT_ROOT:-}/etc"
+    codename=$(. "$etc/os-release" 2>/dev/null && echo "${VERSION_CODENAME:-}")
+    [ -n "$codename" ] || { echo "debian-apt: no VERSION_CODENAME in $etc/os-release" >&2; return 1; }
     local files=()
     shopt -s nullglob
-    files=(/etc/apt/sources.list.d/*.sources)
-    local lists=(/etc/apt/sources.list /etc/apt/sources.list.d/*.list)
+    files=("$etc"/apt/sources.list.d/*.sources)
+    local lists=("$etc/apt/sources.list" "$etc"/apt/sources.list.d/*.list)
     shopt -u nullglob
     # deb822 stanzas: Types, URIs, Suites, Components, Signed-By (blank line between stanzas)
     if [ ${#files[@]} -gt 0 ]; then
@@ -34,6 +36,7 @@ debian_mirror() {
                 }
                 types = uris = suites = comps = keyring = enabled = ""
             }
+            FNR == 1 && NR > 1 { flush() }   # a new file ends the last stanza of the one before
             /^[ \t]*#/ { next }
             /^[ \t]*$/ { flush(); next }
             {
@@ -68,7 +71,7 @@ debian_mirror() {
             }
         ' "$f" | head -n1 | grep . && return 0
     done
-    echo "debian-apt: no Debian archive for $codename in /etc/apt/sources.list{,.d/*}" >&2
+    echo "debian-apt: no Debian archive for $codename in $etc/apt/sources.list{,.d/*}" >&2
     return 1
 }
 

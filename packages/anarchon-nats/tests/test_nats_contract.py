@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from anarchon.backend import Backend
 from anarchon.registry import resolve_backend
-from anarchon.testing import BackendContract
+from anarchon.testing import BackendContract, FleetContract
 from anarchon_nats import NatsBackend
 
 
-class TestNatsBackend(BackendContract):
+class TestNatsBackend(BackendContract, FleetContract):
     """The default stream and prefix, one backend per test, one per racing thread."""
 
     supports_history_ttl = False

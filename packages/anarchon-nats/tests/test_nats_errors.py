@@ -21,6 +21,7 @@ from anarchon.errors import (
 from anarchon.types import ClaimInput, StoredResult
 from anarchon_nats import NatsBackend
 from nats.js.errors import APIError, BadRequestError, ServiceUnavailableError
+from test_nats_server import lose_answers
 
 T = TypeVar("T")
 
@@ -94,7 +95,12 @@ async def _publish(url: str, subject: str, data: bytes, msg_id: str | None = Non
 def test_a_foreign_message_holding_a_claim_id_is_named(
     nats_url: str, stream: str, prefix: str
 ) -> None:
-    """Someone else published with anarchon's message id: on the claims subject or another."""
+    """Someone else published with anarchon's message id: on the claims subject or another.
+
+    A duplicate the backend never published is another's claim (false, not
+    read). Where it may be its own (a publish whose answer was lost) it is read
+    back, and foreign data there is named.
+    """
 
     async def body() -> None:
         backend = NatsBackend(nats_url, stream=stream, prefix=prefix)
@@ -103,20 +109,24 @@ def test_a_foreign_message_holding_a_claim_id_is_named(
         claims = f"{prefix}junk.claims"
         elsewhere = f"{prefix}not-anarchon"
         try:
-            await _publish(nats_url, claims, b"not json", msg_id=f"{prefix}junk:{slot}")
-            await _publish(nats_url, elsewhere, b"{}", msg_id=f"{prefix}junk:{slot + 1000}")
+            for n in range(3):
+                await _publish(nats_url, claims, b"not json", msg_id=f"{prefix}junk:{slot + n}")
+            await _publish(nats_url, elsewhere, b"{}", msg_id=f"{prefix}junk:{slot + 10}")
+            assert not await NatsBackend(nats_url, stream=stream, prefix=prefix).claim(
+                ClaimInput("junk", slot + 2, "t", "i")
+            )
+            mine = [ClaimInput("junk", slot + n, "t", "i") for n in (0, 1, 10)]
+            lose_answers(backend, mine)
             for call in (
-                lambda: backend.claim(ClaimInput("junk", slot, "t", "i")),
-                lambda: backend.claim_many(
-                    [ClaimInput("junk", slot + 5000, "t", "i"), ClaimInput("junk", slot, "t", "i")]
-                ),
+                lambda: backend.claim(mine[0]),
+                lambda: backend.claim_many([ClaimInput("junk", slot + 5, "t", "i"), mine[1]]),
             ):
                 with pytest.raises(ForeignDataError, match="not an anarchon claim") as caught:
                     await call()
                 assert caught.value.key == claims
                 assert caught.value.code == "ANARCHON_FOREIGN_DATA"
             with pytest.raises(ForeignDataError, match="did not write") as other:
-                await backend.claim_many([ClaimInput("junk", slot + 1000, "t", "i")] * 2)
+                await backend.claim_many([mine[2]] * 2)
             assert other.value.key == elsewhere
         finally:
             await backend.close()

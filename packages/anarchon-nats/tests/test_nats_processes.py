@@ -15,8 +15,8 @@ def test_eight_processes_run_each_slot_once(nats_url: str, tmp_path: Path) -> No
     """8 processes, one 200 ms job, >= 20 s together: every slot ran exactly once.
 
     Exactly once and none missed, from the processes' records and from the
-    stream's history (see ``anarchon.testing.fleet``). NATS has no server
-    clock: the processes' start and stop times are their wall clocks.
+    stream's history (see ``anarchon.testing.fleet``). The processes' start
+    and stop times are the server's clock (``NatsBackend.now_ms()``).
     """
     stream, prefix = f"FLEET{uuid.uuid4().hex[:6].upper()}", f"fleet{uuid.uuid4().hex[:6]}."
     url = f"{nats_url}?stream={stream}&prefix={prefix}"
@@ -66,6 +66,7 @@ def test_skewed_instance_clocks_follow_the_server_clock(nats_url: str, tmp_path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # about 45 s of fleet, then 2,000 jobs' history read and checked
 def test_four_processes_with_two_thousand_jobs_each(nats_url: str, tmp_path: Path) -> None:
     """4 processes x 2,000 jobs every 1 s, >= 10 s together: each slot once, none missed.
 

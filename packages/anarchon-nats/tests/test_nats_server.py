@@ -410,8 +410,9 @@ def test_claim_answers_across_connections(nats_url: str, prefix: str, stream: st
         winner, loser = (a, mine), (b, theirs)
         if answers[1]:
             winner, loser = (b, theirs), (a, mine)
-        assert await winner[0].claim(winner[1]), "retried on its own connection"
-        assert await loser[0].claim(winner[1]), "retried on another connection"
+        assert await winner[0].claim(winner[1]), "retried by the backend that stored it"
+        # Another backend cannot know the claim is its own: false (never a second run).
+        assert not await loser[0].claim(winner[1])
         assert not await winner[0].claim(loser[1])
         await a.close()
         await b.close()
@@ -466,20 +467,45 @@ def test_message_ids(nats_url: str, stream: str) -> None:
     assert _run(body) == [f"{job}:{slot}", f"{other}{job}:{slot}"]
 
 
+def lose_answers(backend: NatsBackend, claims: list[ClaimInput]) -> None:
+    """Put ``backend`` in the state of having published ``claims`` without hearing back.
+
+    White box: a lost answer cannot be produced on demand on a healthy
+    loopback connection (``test_a_batch_retried_after_the_server_died_answers_the_same``
+    produces real ones by killing the server mid-batch).
+    """
+    for claim in claims:
+        _subject, _payload, headers = backend._claim_request(claim)
+        assert headers is not None
+        backend._unsure[headers["Nats-Msg-Id"]] = claim.token
+
+
 def test_claim_whose_message_is_gone_is_not_run(nats_url: str, stream: str, prefix: str) -> None:
-    """The id is remembered but the message was purged: no one can prove it, no one runs it."""
+    """The id is remembered but the message was purged.
+
+    The backend that stored the claim knows it is its own: its retry is true.
+    A claim whose answer was lost can only be proven by reading it back; gone,
+    no one can prove it, and no one runs it.
+    """
 
     async def body() -> None:
         backend = NatsBackend(nats_url, stream=stream, prefix=prefix)
         await backend.init()
         first = ClaimInput("purged", _slot(), _token(), "a")
         assert await backend.claim(first)
+        lost = ClaimInput("purged", first.slot + 1000, _token(), "a")
+        elsewhere = NatsBackend(nats_url, stream=stream, prefix=prefix)
+        assert await elsewhere.claim(lost)  # stored, but the answer reached someone else
+        await elsewhere.close()
+        lose_answers(backend, [lost])
         nc = await nats.connect(nats_url)
         await nc.jetstream().purge_stream(stream, subject=f"{prefix}purged.claims")
         await nc.close()
-        assert not await backend.claim(first)
+        assert await backend.claim(first)
         assert not await backend.claim(ClaimInput("purged", first.slot, _token(), "b"))
-        assert await backend.claim_many([first, first]) == [False, False]
+        assert await backend.claim_many([first, first]) == [True, True]
+        assert not await backend.claim(lost)
+        assert not await backend.claim(ClaimInput("purged", lost.slot, _token(), "b"))
         await backend.close()
 
     _run(body)

@@ -1,8 +1,9 @@
 """Fixtures of the anarchon-redis tests: real redis-server and valkey-server processes.
 
 One server of each kind per session, started on 127.0.0.1 and a free port.
-A missing binary fails the tests loudly (``scripts/install-redis.sh``
-installs both); they are never skipped.
+The binaries are provisioned into a cache outside the clone
+(``tests/support/server_cache.py``); one that cannot be provisioned fails the
+tests loudly; they are never skipped.
 """
 
 from __future__ import annotations

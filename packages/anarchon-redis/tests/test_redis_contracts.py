@@ -1,4 +1,4 @@
-"""Every strategy passes ``BackendContract`` where it runs; ``lease`` passes ``LeaseContract``.
+"""Every strategy passes ``BackendContract`` and ``FleetContract`` where it runs; ``lease`` passes ``LeaseContract``.
 
 ``lease``, ``stream-id`` and ``script`` on Redis 7 and Valkey; ``idmp`` on Redis 8.6.
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 from anarchon.backend import Backend
-from anarchon.testing import BackendContract, LeaseContract
+from anarchon.testing import BackendContract, FleetContract, LeaseContract
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
 from redis_servers import Cluster, Server
@@ -25,7 +25,7 @@ def _backend(server: Server, strategy: str, prefix: str) -> RedisBackendBase:
     return cls(server.url, strategy=strategy, prefix=prefix)
 
 
-class _Base(BackendContract):
+class _Base(BackendContract, FleetContract):
     kind = "redis"
     strategy = "lease"
 
@@ -87,7 +87,7 @@ class TestRedis86Idmp(_Base):
     strategy = "idmp"
 
 
-class _ClusterBase(BackendContract):
+class _ClusterBase(BackendContract, FleetContract):
     """A real 3-node Redis Cluster through ``redis.asyncio.RedisCluster`` (a client we pass in)."""
 
     strategy = "lease"

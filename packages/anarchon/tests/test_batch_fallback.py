@@ -3,11 +3,13 @@ and the batch property catches a batch member that answers differently from sing
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
 from anarchon import Backend, ClaimOutcome, MemoryBackend, RunClaim
 from anarchon.backend import RunStore
+from anarchon.batching import per_item
 from anarchon.memory import MemoryRunStore
 from anarchon.testing import BackendContract, LeaseContract
 from anarchon.testing._batch import (
@@ -78,3 +80,28 @@ def test_the_property_catches_a_wrong_batch() -> None:
     assert "claim_many: the batch member answered differently" in message
     assert "scenario: kinds=" in message
     assert "<-- differs" in message
+
+
+async def test_fallback_runs_items_about_one_run_in_request_order() -> None:
+    """Items with one key wait for each other (a repeated claim answers as a repeated call);
+    other items still overlap, at most ``limit`` at once."""
+    events: list[tuple[str, str]] = []
+    in_flight = peak = 0
+
+    async def call(item: tuple[str, str]) -> str:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        events.append(("start", item[1]))
+        await asyncio.sleep(0.02 if item[1] == "a" else 0.001)
+        events.append(("end", item[1]))
+        in_flight -= 1
+        return item[1]
+
+    items = [("k1", "a"), ("k2", "b"), ("k1", "c"), ("k3", "d"), ("k1", "e")]
+    answers = await per_item(call, items, limit=2, key=lambda item: item[0])
+    assert answers == ["a", "b", "c", "d", "e"]
+    assert events.index(("end", "a")) < events.index(("start", "c"))
+    assert events.index(("end", "c")) < events.index(("start", "e"))
+    assert events.index(("start", "b")) < events.index(("end", "a")), "other keys must not wait"
+    assert peak <= 2

@@ -8,12 +8,18 @@ import pytest
 from anarchon.backend import Backend
 from anarchon.memory import MemoryBackend
 from anarchon.registry import resolve_backend
-from anarchon.testing import BackendContract, LeaseContract
+from anarchon.testing import BackendContract, FleetContract, LeaseContract
 
 
 class TestMemoryBackend(BackendContract):
     thread_safe = True
 
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return MemoryBackend()
+
+
+class TestMemoryFleet(FleetContract):
     @pytest.fixture
     def backend(self) -> Backend:
         return MemoryBackend()

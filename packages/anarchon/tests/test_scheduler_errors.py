@@ -273,3 +273,25 @@ async def test_a_wall_clock_step_between_syncs_changes_nothing() -> None:
     assert {i for _s, i, _at in ran} == {"stepped", "steady"}
     late = [slot for slot, i, _at in ran if i == "stepped" and slot > ordered[0] + 1000]
     assert late, "the stepped instance stopped claiming after its clock stepped"
+
+
+async def test_a_claim_only_outage_is_retried_within_max_late_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    backend = ProbedBackend(leases=False)
+    caplog.set_level(logging.INFO, logger="anarchon")
+    async with Scheduler(backend, instance_id="s") as scheduler:
+        scheduler.every("tick", "100ms", _noop, jitter=0, max_late="150ms")
+        await asyncio.sleep(0.35)
+        backend.probe.faults["plain_claim_many"] = ConnectionError("connection reset (injected)")
+        await asyncio.sleep(0.5)
+        del backend.probe.faults["plain_claim_many"]
+        await asyncio.sleep(0.45)
+    assert len(_messages(caplog, "unreachable", logging.WARNING)) == 1
+    assert len(_messages(caplog, "reachable again")) == 1
+    history = await backend.history("tick", 100)
+    slots = [r.slot for r in history]
+    assert len(slots) == len(set(slots))
+    claimed_late = [r for r in history if r.started_at is not None and r.started_at > r.slot + 250]
+    assert claimed_late == [], "a claim was retried past max_late"
+    assert max(slots) > min(slots) + 1000, "the scheduler did not resume after the outage"

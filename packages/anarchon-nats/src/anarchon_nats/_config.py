@@ -3,7 +3,7 @@
 Everything here is pure (no I/O), so the rules are tested without a server:
 which names are allowed, how a ``nats://`` URL becomes constructor arguments,
 and how an existing stream's configuration is brought to what the backend
-needs (docs/backends/nats.md).
+needs (docs/backends/nats.md, "The stream").
 """
 
 from __future__ import annotations

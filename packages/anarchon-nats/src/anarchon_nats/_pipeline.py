@@ -11,7 +11,6 @@ chunk: one future per chunk, not per request. The batch members of
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 
@@ -32,17 +31,22 @@ class _Batch:
 
     __slots__ = ("answers", "done", "left")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, done: asyncio.Future[None]) -> None:
         self.answers: list[Msg | None] = [None] * size
         self.left = size
-        self.done = asyncio.Event()
+        self.done = done
 
     def arrive(self, index: int, msg: Msg) -> None:
         if 0 <= index < len(self.answers) and self.answers[index] is None:
             self.answers[index] = msg
             self.left -= 1
             if self.left == 0:
-                self.done.set()
+                self.finish()
+
+    def finish(self) -> None:
+        """All answers are in, or time is up."""
+        if not self.done.done():
+            self.done.set_result(None)
 
 
 class Pipeline:
@@ -85,15 +89,20 @@ class Pipeline:
         base = await self._inbox(nc)
         self._counter += 1
         batch_id = str(self._counter)
-        batch = _Batch(len(requests))
+        loop = asyncio.get_running_loop()
+        batch = _Batch(len(requests), loop.create_future())
         self._batches[batch_id] = batch
         reply = f"{base}.{batch_id}."
+        timer: asyncio.TimerHandle | None = None
         try:
             for index, (subject, payload, headers) in enumerate(requests):
                 await nc.publish(subject, payload, reply=f"{reply}{index}", headers=headers)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(batch.done.wait(), timeout)
+            # One timer and one future per chunk (no task): time up finishes the batch.
+            timer = loop.call_later(timeout, batch.finish)
+            await batch.done
         finally:
+            if timer is not None:
+                timer.cancel()
             del self._batches[batch_id]
         return batch.answers
 

@@ -5,12 +5,15 @@ A claim publishes the claim record to ``<prefix><job>.claims`` with the header
 stores only the first message with an id, and the stream (its leader, in a
 cluster) orders publishes, so exactly one publisher gets an acknowledgement
 that is not a duplicate: that instance wins. A duplicate acknowledgement names
-the sequence of the stored message; the backend reads it and compares tokens,
-so a retried claim (same token) is still recognised as the winner's.
+the sequence of the stored message; a backend remembers the claims it stored
+and the publishes it got no answer to, so a retried claim (same token) is
+still recognised as the winner's (read back only when its answer was lost).
 
 Results go to ``<prefix><job>.results``; history reads both subjects of a job
 with a short-lived consumer and merges them with :func:`anarchon.build_history`.
-There are no leases (``runs`` is None).
+``now_ms()`` is the server's clock: the time JetStream stamps on a message
+published to ``<prefix>_clock``. ``claim_many`` and ``save_results`` pipeline
+their publishes on the one connection. There are no leases (``runs`` is None).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import base64
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -35,6 +39,7 @@ from anarchon.errors import (
     StoreFormatError,
     UnsupportedError,
 )
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
 from anarchon.jobs import DEFAULTS
 from anarchon.registry import redact_url
@@ -50,6 +55,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.errors import APIError
 
+from anarchon_nats import _fleet
 from anarchon_nats._clock import CLOCK_TOKEN, parse_stamp_ms
 from anarchon_nats._config import (
     FORMAT_TOKEN,
@@ -82,6 +88,13 @@ _ERR_STREAM_NOT_FOUND = 10059
 _ERR_WRONG_LAST_SEQUENCE = 10071
 _ERR_DUPLICATE_IN_PROCESS = 10158
 
+DEFAULT_PING_INTERVAL_S = 5.0
+"""``ping_interval`` of connections the backend opens (nats-py: 120 s), unless given."""
+DEFAULT_MAX_OUTSTANDING_PINGS = 2
+"""``max_outstanding_pings`` of connections the backend opens, unless given."""
+RECONNECT_AFTER_TIMEOUTS = 3
+"""Requests in a row without an answer after which the backend forces a reconnect."""
+
 _INIT_RETRY_S = 15.0
 """How long ``init()`` waits for JetStream to become ready (a cluster electing leaders)."""
 _NO_JETSTREAM_S = 2.0
@@ -90,8 +103,12 @@ _HISTORY_BATCH = 1000
 _JOB_HISTORY_DEFAULT = int(DEFAULTS["history_size"])
 _UNLIMITED = 2**62
 BATCH_CHUNK = 500
+MEMORY = 65_536
+"""Claims a backend remembers (its own stored claims, and publishes it got no answer to)."""
 """Items per pipelined round of ``claim_many`` / ``save_results``: requests in flight at once."""
 _STATUS = "Status"
+_STORED_ACK = re.compile(rb'\{"stream":"[^"\\]*","seq":([1-9][0-9]*)\}')
+"""A publish acknowledgement of a newly stored message (no duplicate, no error): the hot path."""
 
 _UNREACHABLE = UNREACHABLE
 _api_error = api_error
@@ -222,6 +239,8 @@ class NatsBackend(Backend):
 
         self._nc: Client | None = None
         self._owned = False
+        self._timeouts = 0
+        self._reconnects: set[asyncio.Task[None]] = set()
         self._ready = False
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
@@ -232,6 +251,10 @@ class NatsBackend(Backend):
         self._reconciled = False
         self._pipeline = Pipeline()
         self._instances: dict[str, str] = {}
+        self._won: dict[int, str] = {}
+        """Sequence -> token of claims this backend stored (the newest ``MEMORY``)."""
+        self._unsure: dict[str, str] = {}
+        """Message id -> token of claim publishes that got no answer (yet)."""
 
     # Construction --------------------------------------------------------
 
@@ -359,6 +382,10 @@ class NatsBackend(Backend):
                 await user_error_cb(error)
 
         options.setdefault("connect_timeout", min(2.0, max(self.request_timeout, 0.5)))
+        # nats-py's defaults (a PING every 2 min, 2 unanswered) keep a silently dead
+        # connection for minutes; these notice it within about 15 s.
+        options.setdefault("ping_interval", DEFAULT_PING_INTERVAL_S)
+        options.setdefault("max_outstanding_pings", DEFAULT_MAX_OUTSTANDING_PINGS)
         options.setdefault("name", "anarchon")
         nc = Client()
         try:
@@ -418,9 +445,41 @@ class NatsBackend(Backend):
                 delay = min(delay * 2, 1.0)
 
     def _unavailable(self, error: BaseException, what: str) -> BackendUnavailableError:
+        if isinstance(error, (nats.errors.TimeoutError, asyncio.TimeoutError)):
+            return self._no_answer(what)
         return BackendUnavailableError(
             f"NATS at {self.shown} is unavailable ({what}): {type(error).__name__}: {error}"
         )
+
+    def _answered(self) -> None:
+        """A request was answered: the connection works."""
+        self._timeouts = 0
+
+    def _timed_out(self) -> None:
+        """A request timed out; after a few in a row, force a reconnect.
+
+        A connection that died silently answers nothing until nats-py's PING
+        check gives up on it; requests that keep timing out are a sign
+        enough: drop it now and reconnect (only a connection the backend
+        opened).
+        """
+        self._timeouts += 1
+        if self._timeouts < RECONNECT_AFTER_TIMEOUTS:
+            return
+        self._timeouts = 0
+        nc = self._nc
+        if nc is None or not self._owned or not nc.is_connected:
+            return
+        log.info(
+            "anarchon: NATS %s: %d requests in a row timed out; reconnecting",
+            self.shown,
+            RECONNECT_AFTER_TIMEOUTS,
+        )
+        task = asyncio.get_running_loop().create_task(
+            nc._process_op_err(nats.errors.StaleConnectionError())
+        )
+        self._reconnects.add(task)
+        task.add_done_callback(self._reconnects.discard)
 
     async def _client(self) -> Client:
         nc = self._nc
@@ -473,7 +532,7 @@ class NatsBackend(Backend):
         return body
 
     async def _ensure_stream(self) -> None:
-        """Create the stream if missing; bring an existing one to our settings (docs/backends/nats.md).
+        """Create the stream if missing; bring an existing one to ours (docs/backends/nats.md).
 
         An existing stream is changed only by a backend that knows its jobs
         (``check_job`` or ``prepare_job`` ran): a process that only reads
@@ -687,12 +746,18 @@ class NatsBackend(Backend):
             raise BackendError(f"NATS at {self.shown} answered the {what} with {data[:80]!r}")
         return body
 
+    def _no_answer(self, what: str) -> BackendUnavailableError:
+        self._timed_out()
+        return BackendUnavailableError(
+            f"NATS at {self.shown} did not answer the {what}: timeout after"
+            f" {self.request_timeout:g} s"
+        )
+
     def _answer(self, msg: Msg | None, what: str) -> dict[str, Any]:
         """One pipelined answer as a JSON object; no answer, no responders: unavailable."""
         if msg is None:
-            raise BackendUnavailableError(
-                f"NATS at {self.shown} did not answer the {what} within {self.request_timeout:g} s"
-            )
+            raise self._no_answer(what)
+        self._answered()
         if not msg.data and msg.headers:
             status = msg.headers.get(_STATUS)
             if status == "503":
@@ -711,6 +776,93 @@ class NatsBackend(Backend):
         """Pipelined requests (see :class:`~anarchon_nats._pipeline.Pipeline`)."""
         with self._driver_errors(what):
             return await self._pipeline.requests(nc, requests, self.request_timeout)
+
+    # Fleet registry and controls (subjects: anarchon_nats._fleet) --------------
+
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Publish each declaration to its subject; purge the subjects of expired ones."""
+        nc = await self._client()
+        with self._driver_errors("fleet registry"):
+            await asyncio.gather(
+                *(
+                    self._publish(
+                        nc,
+                        _fleet.declaration_subject(self.prefix, d.job, d.instance_id),
+                        _fleet.declaration_payload(d, ttl_ms),
+                        "fleet registry",
+                    )
+                    for d in declarations
+                )
+            )
+            _, expired = await self._declared(nc)
+            for subject in expired:
+                try:
+                    await self._api(nc, f"STREAM.PURGE.{self.stream}", {"filter": subject})
+                except APIError as error:  # e.g. a stream that denies purges: read filters them
+                    log.debug("anarchon: purging %s failed: %s", subject, error)
+
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        nc = await self._client()
+        with self._driver_errors("fleet registry"):
+            live, _ = await self._declared(nc)
+        return [d for d in live if job is None or d.job == job]
+
+    async def set_control(self, control: JobControl) -> None:
+        """Publish the job's control (its stored time is ``updated_at``)."""
+        nc = await self._client()
+        with self._driver_errors("fleet-wide controls"):
+            await self._publish(
+                nc,
+                _fleet.control_subject(self.prefix, control.job),
+                _fleet.control_payload(control),
+                "fleet-wide controls",
+            )
+
+    async def controls(self) -> dict[str, JobControl]:
+        """Every job's newest control."""
+        nc = await self._client()
+        with self._driver_errors("fleet-wide controls"):
+            found = await self._newest(nc, _fleet.filters(self.prefix)[1])
+        controls = [_fleet.control_of(self.stream, s, data, ms) for s, data, ms in found]
+        return {c.job: c for c in controls}
+
+    async def _declared(self, nc: Client) -> tuple[list[Declaration], list[str]]:
+        """Unexpired declarations, and the subjects of expired ones (by the newest stored time)."""
+        found = await self._newest(nc, _fleet.filters(self.prefix)[0])
+        if not found:
+            return [], []
+        now = await self.now_ms()
+        live: list[Declaration] = []
+        expired: list[str] = []
+        for subject, data, ms in found:
+            entry = _fleet.declaration_of(self.stream, subject, data, ms)
+            if entry.expires_at > now:
+                live.append(entry)
+            else:
+                expired.append(subject)
+        return live, expired
+
+    async def _newest(self, nc: Client, wildcard: str) -> list[tuple[str, bytes, int]]:
+        """The newest message of each subject matching ``wildcard``: (subject, data, stored ms)."""
+        info = await self._api(nc, f"STREAM.INFO.{self.stream}", {"subjects_filter": wildcard})
+        subjects = sorted((info.get("state") or {}).get("subjects") or {})
+        stored = await asyncio.gather(
+            *(self._get_message(nc, {"last_by_subj": subject}) for subject in subjects)
+        )
+        out: list[tuple[str, bytes, int]] = []
+        for subject, message in zip(subjects, stored, strict=True):
+            if message is None:  # purged in between
+                continue
+            try:
+                ms = int(parse_stamp_ms(message.time))
+            except ValueError:
+                raise ForeignDataError(
+                    f"stream {self.stream!r}: the message on {subject!r} has no stored time",
+                    key=subject,
+                ) from None
+            out.append((subject, message.data, ms))
+        return out
 
     # Clock ---------------------------------------------------------------------
 
@@ -755,15 +907,20 @@ class NatsBackend(Backend):
 
     # Claims --------------------------------------------------------------------
 
+    def _instance_json(self, instance_id: str) -> str:
+        """``instance_id`` as a JSON string (kept for the few ids a backend sees)."""
+        text = self._instances.get(instance_id)
+        if text is None:
+            text = json.dumps(instance_id)
+            if len(self._instances) < 64:
+                self._instances[instance_id] = text
+        return text
+
     def _claim_request(self, input: ClaimInput, at: int | None = None) -> Request:
         """``(subject, payload, headers)`` of a scheduled claim (``at``: default now)."""
         job = input.job
         subject = (self._subjects.get(job) or self._job_subjects(job))[0]
-        instance = self._instances.get(input.instance_id)
-        if instance is None:
-            instance = json.dumps(input.instance_id)
-            if len(self._instances) < 64:
-                self._instances[input.instance_id] = instance
+        instance = self._instance_json(input.instance_id)
         token = input.token
         token = f'"{token}"' if token.isalnum() else json.dumps(token)
         # The same JSON as _dumps() of the record, written directly (the hot path).
@@ -773,19 +930,26 @@ class NatsBackend(Backend):
         ).encode()
         return subject, payload, {_MSG_ID: f"{self._id_prefix}{job}:{input.slot}"}
 
-    def _claim_verdict(self, ack: dict[str, Any]) -> int:
-        """A claim's acknowledgement: 0 won, > 0 a duplicate of that sequence, -1 ask again."""
+    def _claim_verdict(self, ack: dict[str, Any]) -> tuple[int, int]:
+        """A claim's acknowledgement: ``(0, seq)`` stored (won), ``(1, seq)`` a duplicate
+        of the claim stored at ``seq``, ``(-1, 0)`` ask again."""
         problem = api_error(ack)
         if problem is None:
             seq = int(ack.get("seq") or 0)
             if seq and not ack.get("duplicate"):
-                return 0  # the stored original: this claim won
+                return 0, seq  # the stored original: this claim won
             # seq 0 without an error: a 2.9 cluster answering a duplicate of a
             # claim still in flight. Ask again.
-            return seq if seq else -1
+            return (1, seq) if seq else (-1, 0)
         if problem.err_code == _ERR_DUPLICATE_IN_PROCESS:
-            return -1  # a clustered stream has the first claim with this id in flight
+            return -1, 0  # a clustered stream has the first claim with this id in flight
         raise self._answer_error(problem, "claim")
+
+    def _remember(self, seq: int, token: str) -> None:
+        won = self._won
+        won[seq] = token
+        if len(won) > MEMORY:
+            del won[next(iter(won))]
 
     def _owner_check(self, subject: str, seq: int, stored: _Stored, token: str) -> bool:
         """Whether the stored claim at ``seq`` carries ``token``; foreign data raises."""
@@ -823,66 +987,31 @@ class NatsBackend(Backend):
         """Publish the claim with ``Nats-Msg-Id: <job>:<slot>``; the first stored one wins.
 
         (With a prefix other than ``cron.`` the id is ``<prefix><job>:<slot>``.)
-
-        A duplicate acknowledgement names the stored claim's sequence: it is read
-        and its token compared, so a retried claim with the same token is true
-        again and any other token false. A message there that anarchon did not
-        write raises ``ForeignDataError`` naming its subject.
+        A duplicate acknowledgement names the stored claim's sequence; the
+        answer is true only when that claim carries this token (a retried
+        claim), as described at :meth:`claim_many`.
         """
-        nc = self._nc
-        if nc is None or not self._ready or nc.is_closed:
-            nc = await self._client()
-        subject, payload, headers = self._claim_request(input)
-        delay = 0.005
-        deadline = 0.0
-        while True:
-            try:
-                reply = await nc.request(
-                    subject, payload, timeout=self.request_timeout, headers=headers
-                )
-            except _UNREACHABLE as error:
-                raise self._unavailable(error, "claim") from error
-            verdict = self._claim_verdict(self._json(reply.data, "claim"))
-            if verdict == 0:
-                return True
-            if verdict > 0:
-                return await self._owns(nc, subject, verdict, input.token)
-            # The first claim with this id is in flight: its sequence is known
-            # once it is committed. Ask again shortly.
-            now = time.monotonic()
-            if not deadline:
-                deadline = now + self.request_timeout
-            elif now > deadline:
-                raise BackendUnavailableError(
-                    f"claim of {input.job}:{input.slot} is still in process on {self.shown}; retry"
-                )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.1)
-
-    async def _owns(self, nc: Client, subject: str, seq: int, token: str) -> bool:
-        """Whether the stored claim at ``seq`` carries ``token``."""
-        for attempt in range(3):
-            with self._driver_errors("claim"):
-                stored = await self._get_message(nc, {"seq": seq})
-            if stored is not None:
-                return self._owner_check(subject, seq, stored, token)
-            if attempt < 2:
-                await asyncio.sleep(0.02 * (attempt + 1))
-        return self._claim_gone(seq)
+        return (await self.claim_many([input]))[0]
 
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """``claim()`` for each item: the chunk's publishes pipelined, their acks awaited together.
 
         Chunks of :data:`BATCH_CHUNK` claims are published back to back on the
-        one connection; the duplicates among the answers are read back together
-        (``STREAM.MSG.GET`` by sequence) and their tokens compared, exactly as
-        ``claim()`` does. Answers are in request order. If any item failed, the
-        first error is raised once its chunk has ended (items are repeat-safe).
+        one connection. A stored acknowledgement wins. A duplicate names the
+        sequence of the stored claim, and is true only if that claim carries
+        this token: the backend remembers the claims it stored (the newest
+        :data:`MEMORY`) and the publishes it got no answer to. A duplicate of
+        a remembered claim is answered from memory; a duplicate of a claim this
+        backend may have published unanswered (a retry after a timeout or a
+        dropped connection) is read back (``STREAM.MSG.GET`` by sequence,
+        pipelined) and its token compared, and a message there that anarchon
+        did not write raises ``ForeignDataError``; any other duplicate is
+        another instance's claim: false, without a read. Answers are in request
+        order. If any item failed, the first error is raised once its chunk
+        has ended (items are repeat-safe).
         """
         if not inputs:
             return []
-        if len(inputs) == 1:
-            return [await self.claim(inputs[0])]
         nc = self._nc
         if nc is None or not self._ready or nc.is_closed:
             nc = await self._client()
@@ -894,50 +1023,85 @@ class NatsBackend(Backend):
     async def _claim_chunk(self, nc: Client, chunk: Sequence[ClaimInput]) -> list[bool]:
         at = _wall_ms()
         requests = [self._claim_request(input, at) for input in chunk]
+        ids = [headers[_MSG_ID] for _s, _p, headers in requests if headers is not None]
+        unsure = self._unsure
+        # A publish of ours this backend never heard back about may be the stored claim.
+        maybe_ours = [msg_id in unsure for msg_id in ids]
+        for msg_id, input in zip(ids, chunk, strict=True):
+            unsure[msg_id] = input.token
+        while len(unsure) > MEMORY:
+            del unsure[next(iter(unsure))]
         won = [False] * len(chunk)
         errors: list[BaseException | None] = [None] * len(chunk)
+        answered = [False] * len(chunk)
         pending = list(range(len(chunk)))
         delay = 0.005
         deadline = 0.0
-        while pending:
-            replies = await self._send(nc, [requests[i] for i in pending], "claim")
-            again: list[int] = []
-            duplicates: list[tuple[int, int]] = []
-            for i, msg in zip(pending, replies, strict=True):
-                try:
-                    verdict = self._claim_verdict(self._answer(msg, "claim"))
-                except (BackendError, BackendUnavailableError) as error:
-                    errors[i] = error
-                    continue
-                if verdict == 0:
-                    won[i] = True
-                elif verdict > 0:
-                    duplicates.append((i, verdict))
-                else:
-                    again.append(i)
-            if duplicates:
-                owned = await self._owns_many(
-                    nc, [(requests[i][0], seq, chunk[i].token) for i, seq in duplicates]
-                )
-                for (i, _seq), answer in zip(duplicates, owned, strict=True):
-                    if isinstance(answer, BaseException):
-                        errors[i] = answer
-                    else:
-                        won[i] = answer
-            if again:
-                now = time.monotonic()
-                if not deadline:
-                    deadline = now + self.request_timeout
-                elif now > deadline:
-                    for i in again:
-                        errors[i] = BackendUnavailableError(
-                            f"claim of {chunk[i].job}:{chunk[i].slot} is still in process"
-                            f" on {self.shown}; retry"
+        try:
+            while pending:
+                replies = await self._send(nc, [requests[i] for i in pending], "claim")
+                again: list[int] = []
+                reads: list[tuple[int, int]] = []
+                for i, msg in zip(pending, replies, strict=True):
+                    if msg is None:
+                        errors[i] = self._no_answer("claim")
+                        continue
+                    stored = _STORED_ACK.fullmatch(msg.data)
+                    try:
+                        kind, seq = (
+                            (0, int(stored.group(1)))
+                            if stored is not None
+                            else self._claim_verdict(self._answer(msg, "claim"))
                         )
-                    break
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.1)
-            pending = again
+                    except (BackendError, BackendUnavailableError) as error:
+                        errors[i] = error
+                        answered[i] = not isinstance(error, BackendUnavailableError)
+                        continue
+                    if kind < 0:
+                        again.append(i)
+                        continue
+                    answered[i] = True
+                    token = chunk[i].token
+                    if kind == 0:
+                        won[i] = True
+                        self._remember(seq, token)
+                        continue
+                    owner = self._won.get(seq)
+                    if owner is not None:
+                        won[i] = owner == token
+                    elif maybe_ours[i]:
+                        reads.append((i, seq))
+                    # else: a claim this backend never published: another instance's.
+                if reads:
+                    owned = await self._owns_many(
+                        nc, [(requests[i][0], seq, chunk[i].token) for i, seq in reads]
+                    )
+                    for (i, seq), answer in zip(reads, owned, strict=True):
+                        if isinstance(answer, BaseException):
+                            errors[i] = answer
+                            answered[i] = isinstance(answer, ForeignDataError)
+                        else:
+                            won[i] = answer
+                            if answer:
+                                self._remember(seq, chunk[i].token)
+                if again:
+                    now = time.monotonic()
+                    if not deadline:
+                        deadline = now + self.request_timeout
+                    elif now > deadline:
+                        for i in again:
+                            errors[i] = BackendUnavailableError(
+                                f"claim of {chunk[i].job}:{chunk[i].slot} is still in process"
+                                f" on {self.shown}; retry"
+                            )
+                        break
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 0.1)
+                pending = again
+        finally:
+            for i, msg_id in enumerate(ids):
+                if answered[i] and unsure.get(msg_id) == chunk[i].token:
+                    del unsure[msg_id]
         for failure in errors:
             if failure is not None:
                 raise failure
@@ -1006,20 +1170,35 @@ class NatsBackend(Backend):
 
     def _result_request(self, job: str, result: StoredResult) -> Request:
         subject = (self._subjects.get(job) or self._job_subjects(job))[1]
-        payload = _dumps(
-            {
-                "slot": result.slot,
-                "token": result.token,
-                "instance_id": result.instance_id,
-                "status": result.status,
-                "started_at": result.started_at,
-                "finished_at": result.finished_at,
-                "error": result.error,
-                "attempt": result.attempt,
-                "manual": result.manual,
-                "reason": result.reason,
-            }
-        )
+        if result.error is not None or result.reason is not None:
+            payload = _dumps(
+                {
+                    "slot": result.slot,
+                    "token": result.token,
+                    "instance_id": result.instance_id,
+                    "status": result.status,
+                    "started_at": result.started_at,
+                    "finished_at": result.finished_at,
+                    "error": result.error,
+                    "attempt": result.attempt,
+                    "manual": result.manual,
+                    "reason": result.reason,
+                }
+            )
+            return subject, payload, None
+        # The common case (no error text), the same JSON written directly: the hot path.
+        token = result.token
+        token = f'"{token}"' if token.isalnum() else json.dumps(token)
+        status = result.status
+        status = f'"{status}"' if status.isalnum() else json.dumps(status)
+        payload = (
+            f'{{"slot":{int(result.slot)},"token":{token},'
+            f'"instance_id":{self._instance_json(result.instance_id)},"status":{status},'
+            f'"started_at":{_json_int(result.started_at)},'
+            f'"finished_at":{_json_int(result.finished_at)},"error":null,'
+            f'"attempt":{int(result.attempt)},"manual":{"true" if result.manual else "false"},'
+            f'"reason":null}}'
+        ).encode()
         return subject, payload, None
 
     async def save_result(
@@ -1052,6 +1231,8 @@ class NatsBackend(Backend):
             requests = [self._result_request(w.job, w.result) for w in chunk]
             first: BaseException | None = None
             for msg in await self._send(nc, requests, "result"):
+                if msg is not None and _STORED_ACK.fullmatch(msg.data):
+                    continue
                 try:
                     problem = api_error(self._answer(msg, "result"))
                     if problem is not None:
@@ -1226,6 +1407,10 @@ class NatsBackend(Backend):
                 await sub.unsubscribe()
             except Exception as error:  # pragma: no cover - connection already gone
                 log.debug("anarchon: unsubscribe failed: %r", error)
+
+
+def _json_int(value: int | None) -> str:
+    return "null" if value is None else str(int(value))
 
 
 def _opt_int(value: Any) -> int | None:

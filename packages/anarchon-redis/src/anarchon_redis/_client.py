@@ -255,7 +255,10 @@ class Driver:
         One immediate retry (a pooled connection that died with a server
         restart is reconnected transparently) and no more: a longer outage
         reaches the scheduler, which retries with backoff and logs it once.
-        Timeouts keep a hung server from hanging a claim forever.
+        Timeouts keep a hung server from hanging a claim forever; the retry
+        covers timeouts too, on a fresh connection (redis-py drops the
+        connection a call failed on), so a silently dead connection costs one
+        ``socket_timeout``.
         """
         defaults: dict[str, Any] = {}
         if "retry" not in given:
@@ -266,6 +269,9 @@ class Driver:
             defaults["socket_timeout"] = 10.0
         if "socket_connect_timeout" not in given:
             defaults["socket_connect_timeout"] = 5.0
+        if "health_check_interval" not in given:
+            # A pooled connection idle this long is PINGed before use.
+            defaults["health_check_interval"] = 10
         return defaults
 
     def check_url(self, url: str, shown: str) -> None:

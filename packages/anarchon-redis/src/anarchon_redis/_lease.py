@@ -19,6 +19,7 @@ how a batch is split into calls (one node, or per job on a cluster).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,16 +32,20 @@ from anarchon.types import (
     ClaimInput,
     ClaimOutcome,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
+    lease_state_of,
 )
 
 from anarchon_redis import _lua
 from anarchon_redis._client import text
+from anarchon_redis._lua_retry import LEASE_RETRY
 from anarchon_redis._runtime import (
     Runtime,
     Store,
@@ -63,7 +68,7 @@ HISTORY_SLACK = 16
 
 def _outcome(reply: Any) -> ClaimOutcome:
     kind = text(reply[0])
-    if kind in ("late", "none"):
+    if kind in ("late", "none", "early"):
         return ClaimOutcome(kind)
     return ClaimOutcome(kind, int(reply[1]), text(reply[2]), int(reply[3]))
 
@@ -121,6 +126,7 @@ class LeaseRuntime(Runtime):
             max(int(claim.history_size), 1),
             self.keep_ms(claim.job),
             "" if ttl is None else int(ttl),
+            "" if claim.early_ms is None else int(claim.early_ms),
         )
 
     # Runtime ------------------------------------------------------------------
@@ -319,9 +325,42 @@ class RedisRunStore(RunStore):
         reply = await conn.evalsha(_lua.LEASE_RELEASE, (state, active, results), (int(slot), token))
         return int(reply) == 1
 
+    native_retry = True
+
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End a failed attempt and start the next under the same runner, in one script."""
+        rt = self._rt
+        state, _active, _slots, runs, _results = rt.keys(retry.job)
+        conn = await rt.ready()
+        reply = await conn.evalsha(
+            LEASE_RETRY,
+            (state, runs),
+            (
+                int(retry.slot),
+                retry.token,
+                retry.new_token,
+                retry.instance_id,
+                int(retry.lease_ms),
+                int(retry.max_attempts),
+            ),
+        )
+        return _outcome(reply)
+
     async def now_ms(self) -> int:
         """The server clock (``TIME``) in ms."""
         return await (await self._rt.ready()).time_ms()
+
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)`` (one ``HGET``)."""
+        rt = self._rt
+        conn = await rt.ready()
+        raw = await conn.execute("HGET", rt.keys(job)[0], str(int(slot)))
+        if raw is None:
+            return lease_state_of(token, None, False, False)
+        state = json.loads(raw)
+        return lease_state_of(
+            token, str(state.get("t")), state.get("s") == "running", bool(state.get("x"))
+        )
 
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""

@@ -47,10 +47,12 @@ __all__ = [
     "LEASE_CLAIM",
     "LEASE_FINISH",
     "LEASE_HEARTBEAT",
+    "LEASE_LIB",
     "LEASE_PREPARE",
     "LEASE_RELEASE",
     "LEASE_SAVE",
     "LEASE_SCRIPTS",
+    "PRELUDE",
     "SCRIPT_CLAIM",
     "SCRIPT_SCRIPTS",
     "SET_MAX",
@@ -205,7 +207,8 @@ _CLAIM = r"""
 -- sent one by one), all at one server time.
 -- KEYS: per claim: state, active, slots, runs, results (5 keys)
 -- ARGV: per claim: slot, token, instance, lease_ms, max_attempts, overlap (0/1),
---       deadline ('' = none), create (0/1), history_size, keep_ms, history_ttl_ms ('' = none)
+--       deadline ('' = none), create (0/1), history_size, keep_ms, history_ttl_ms ('' = none),
+--       early_ms ('' = none)
 -- Returns per claim {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
 local function claim(k, a, now)
   local state, active, slots, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
@@ -214,6 +217,8 @@ local function claim(k, a, now)
   local size, keep, ttl = tonumber(ARGV[a + 9]), tonumber(ARGV[a + 10]), opt(ARGV[a + 11])
   local raw = redis.call('HGET', state, slot_s)
   if not raw then
+    local early = opt(ARGV[a + 12])
+    if early and slot > now + early then return {'early', 0, '', 0, 0} end
     local deadline = opt(ARGV[a + 7])
     if deadline and now > deadline then return {'late', 0, '', 0, 0} end
     if ARGV[a + 8] ~= '1' then return {'none', 0, '', 0, 0} end
@@ -284,7 +289,7 @@ end
 local now = now_ms()
 local out = {}
 for i = 1, #KEYS / 5 do
-  out[i] = claim((i - 1) * 5, (i - 1) * 11, now)
+  out[i] = claim((i - 1) * 5, (i - 1) * 12, now)
 end
 return out
 """
@@ -463,6 +468,12 @@ for i = 1, #fields, 2 do
 end
 return {removed, ''}
 """
+
+
+PRELUDE = _PRELUDE
+"""The helpers every script starts with (``now_ms``, ``put``, ...): for scripts in other modules."""
+LEASE_LIB = _LEASE_LIB
+"""The lease helpers (``add_result``, ``add_claim``, trimming): for scripts in other modules."""
 
 
 def _script(name: str, *parts: str) -> LuaScript:

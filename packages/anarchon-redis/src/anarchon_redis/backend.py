@@ -31,9 +31,11 @@ from anarchon.errors import (
     StoreFormatError,
     UnsupportedError,
 )
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.registry import redact_url
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
 
+from anarchon_redis import _fleet
 from anarchon_redis._client import (
     REDIS_DRIVER,
     VALKEY_DRIVER,
@@ -400,6 +402,25 @@ class RedisBackendBase(Backend):
     async def now_ms(self) -> int:
         """The server clock (``TIME``) in ms."""
         return await (await self.connection()).time_ms()
+
+    # Fleet registry and controls (keys: anarchon_redis._fleet) --------------
+
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Record this instance's declarations in ``<prefix>fleet``; drop expired ones."""
+        conn = await self.connection()
+        await _fleet.declare(conn, self.prefix, self.describe(), declarations, ttl_ms)
+
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        return await _fleet.declarations(await self.connection(), self.prefix, self.describe(), job)
+
+    async def set_control(self, control: JobControl) -> None:
+        """Store the job's control in ``<prefix>controls``."""
+        await _fleet.set_control(await self.connection(), self.prefix, control)
+
+    async def controls(self) -> dict[str, JobControl]:
+        """Every job's control."""
+        return await _fleet.controls(await self.connection(), self.prefix, self.describe())
 
 
 def _settings_fields(cls: type[Strategy]) -> list[str]:

@@ -14,7 +14,11 @@ Tables (``<p>`` is the table prefix, default ``anarchon_``):
 ``<p>claims``     one row per won attempt and per manual run (history)
 ``<p>results``    one row per ended attempt (history)
 ``<p>jobs``       per job: a counter of saved results (drives trimming)
+``<p>fleet``      the fleet registry: one row per ``(job, instance_id)``
+``<p>controls``   fleet-wide pause and skip, one row per job
 ================  ==========================================================
+
+The last two are in :mod:`anarchon_sql.fleet_sql`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from anarchon.errors import (
     InvalidConfigError,
     StoreFormatError,
 )
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
@@ -44,19 +49,24 @@ from anarchon.types import (
     ClaimOutcome,
     ClaimRecord,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
+    lease_state_of,
 )
 
 from anarchon_sql.calls import store_call
 from anarchon_sql.client import Row, SqlClient
 from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
 from anarchon_sql.driver_errors import is_connection_error, is_transient_sql_error, scrub
+from anarchon_sql.fleet_sql import FleetStatements, control_of, declaration_of, fleet_ddl
 from anarchon_sql.foreign import find_foreign_table
+from anarchon_sql.retry import retry_tx
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -126,6 +136,7 @@ class _Statements:
             f"INSERT INTO {meta} (key, value) VALUES (?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
+        self.job_row = q(f"SELECT 1 FROM {jobs} WHERE job = ?")
         self.prepare_job = q(
             f"INSERT INTO {jobs} (job, saves) VALUES (?, 0) ON CONFLICT (job) DO NOTHING"
         )
@@ -133,6 +144,9 @@ class _Statements:
         self.run_row = q(
             "SELECT attempt, max_attempts, token, status, runner, lease_expires_at,"
             f" started_at, released FROM {runs} WHERE job = ? AND slot = ?{dialect.for_update}"
+        )
+        self.lease_state = q(
+            f"SELECT token, status, released FROM {runs} WHERE job = ? AND slot = ?"
         )
         self.live_older = q(
             f"SELECT runner, lease_expires_at FROM {runs} WHERE job = ? AND status = 'running'"
@@ -264,6 +278,7 @@ def _ddl(dialect: SqlDialect, tables: SqlTables) -> list[str]:
         f" manual INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job, slot, token))",
         f"CREATE TABLE IF NOT EXISTS {t.jobs} ("
         f"job {text} PRIMARY KEY, saves {big} NOT NULL DEFAULT 0)",
+        *fleet_ddl(dialect, tables),
         *dialect.extra_tables(tables),
     ]
 
@@ -318,8 +333,8 @@ class SqlRunStore(RunStore):
                     [r.token for r in chunk],
                 )
                 rows = await b._statement(client, b._heartbeat_many_sql, params)
-                renewed = {(str(job), int(slot), str(token)) for job, slot, token in rows}
-                answers += [(r.job, int(r.slot), r.token) in renewed for r in chunk]
+                renewed = {int(i): bool(ok) for i, ok in rows}
+                answers += [renewed[i + 1] for i in range(len(chunk))]
             else:
                 answers += await b._in_transaction(
                     client,
@@ -388,10 +403,30 @@ class SqlRunStore(RunStore):
         client = await b._ready()
         return await b._in_transaction(client, lambda tx: b._release_tx(tx, job, int(slot), token))
 
+    native_retry = True
+
+    @store_call
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End a failed attempt and start the next under the same runner, in one transaction."""
+        b = self._backend
+        client = await b._ready()
+        return await b._in_transaction(client, lambda tx: retry_tx(b, tx, retry))
+
     @store_call
     async def now_ms(self) -> int:
         """The database server's clock, in ms since the epoch."""
         return await self._backend._server_now()
+
+    @store_call
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)`` (one plain read)."""
+        b = self._backend
+        client = await b._ready()
+        rows = await client.all(b._sql.lease_state, (job, int(slot)))
+        if not rows:
+            return lease_state_of(token, None, False, False)
+        stored, status, released = rows[0]
+        return lease_state_of(token, str(stored), str(status) == "running", bool(int(released)))
 
     @store_call
     async def active(self, job: str) -> list[ActiveRun]:
@@ -455,6 +490,7 @@ class SqlBackend(Backend):
         self.tables = SqlTables(table_prefix)
         self.batch_size = batch_size
         self._sql = _Statements(dialect, self.tables)
+        self._fleet = FleetStatements(dialect, self.tables)
 
         def prepared(sql: str | None) -> str | None:
             return None if sql is None else dialect.placeholders(sql)
@@ -650,8 +686,16 @@ class SqlBackend(Backend):
 
     @store_call
     async def prepare_job(self, job: str, history_size: int) -> None:
-        """Register the job's counter row (idempotent)."""
+        """Register the job's counter row (idempotent).
+
+        A read first: the row usually exists (another instance or an earlier
+        start made it), and a read takes no write lock (on SQLite, no commit
+        and no fsync), so a fleet starting with thousands of jobs does not
+        queue on the database's write lock.
+        """
         client = await self._ready()
+        if await client.all(self._sql.job_row, (job,)):
+            return
         await client.all(self._sql.prepare_job, (job,))
 
     def check_job(self, limits: JobLimits) -> None:
@@ -788,6 +832,46 @@ class SqlBackend(Backend):
         """The database server's clock in ms."""
         return await self._server_now()
 
+    # Fleet registry and controls (anarchon_sql.fleet_sql) ------------------
+
+    @store_call
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Upsert this instance's declarations (server clock) and drop expired ones."""
+        client = await self._ready()
+        fleet = self._fleet
+        await self._in_transaction(client, lambda tx: fleet.declare_tx(tx, declarations, ttl_ms))
+
+    @store_call
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        client = await self._ready()
+        if job is None:
+            rows = await client.all(self._fleet.all, ())
+        else:
+            rows = await client.all(self._fleet.of_job, (job,))
+        return [declaration_of(row) for row in rows]
+
+    @store_call
+    async def set_control(self, control: JobControl) -> None:
+        """Replace the job's control row (``updated_at``: server clock)."""
+        client = await self._ready()
+        await client.all(
+            self._fleet.set_control,
+            (
+                control.job,
+                1 if control.paused else 0,
+                control.skip_until,
+                control.updated_by,
+            ),
+        )
+
+    @store_call
+    async def controls(self) -> dict[str, JobControl]:
+        """Every job's control row."""
+        client = await self._ready()
+        found = [control_of(row) for row in await client.all(self._fleet.controls, ())]
+        return {c.job: c for c in found}
+
     # Internals -------------------------------------------------------------
 
     async def _server_now(self) -> int:
@@ -806,6 +890,7 @@ class SqlBackend(Backend):
             bool(c.overlap),
             None if c.deadline_ms is None else int(c.deadline_ms),
             bool(c.create),
+            None if c.early_ms is None else int(c.early_ms),
         )
 
     async def _claim_row(self, c: RunClaim) -> Row:
@@ -832,6 +917,7 @@ class SqlBackend(Backend):
                     [bool(c.overlap) for c in chunk],
                     [None if c.deadline_ms is None else int(c.deadline_ms) for c in chunk],
                     [bool(c.create) for c in chunk],
+                    [None if c.early_ms is None else int(c.early_ms) for c in chunk],
                 )
                 rows = await self._statement(client, self._claim_many_sql, params)
                 by_index = {int(row[0]): tuple(row[1:]) for row in rows}
@@ -933,6 +1019,8 @@ class SqlBackend(Backend):
             ),
         )
         if not rows:
+            if c.early_ms is not None and c.slot > now + c.early_ms:
+                return ("early", 0, None, None, None)
             if c.deadline_ms is not None and now > c.deadline_ms:
                 return ("late", 0, None, None, None)
             if not c.create:

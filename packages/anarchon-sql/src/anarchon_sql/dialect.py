@@ -209,7 +209,7 @@ class SqlDialect:
         """One statement that runs the whole claim tree, or None for the generic transaction.
 
         The statement takes the parameters ``job, slot, token, instance_id,
-        lease_ms, max_attempts, overlap, deadline_ms, create`` (in that order)
+        lease_ms, max_attempts, overlap, deadline_ms, create, early_ms`` (in that order)
         and returns one row ``(kind, attempt, runner, lease_expires_at,
         stored_token)``. Usually it calls a server-side function created by
         :meth:`extra_tables`; then a claim is one round trip.
@@ -219,9 +219,9 @@ class SqlDialect:
     def claim_many_statement(self, table: Callable[[str], str]) -> str | None:
         """One statement claiming a chunk, or None for one transaction of single claims.
 
-        Parameters: nine arrays, one per claim parameter (``jobs, slots,
+        Parameters: ten arrays, one per claim parameter (``jobs, slots,
         tokens, instance_ids, lease_ms, max_attempts, overlap, deadline_ms,
-        create``). Rows: ``(index, kind, attempt, runner, lease_expires_at,
+        create, early_ms``). Rows: ``(index, kind, attempt, runner, lease_expires_at,
         stored_token)`` with the item's 1-based index, one per item, any order.
         Each item must keep the single claim's semantics, items of one job
         taken in request order.
@@ -232,7 +232,7 @@ class SqlDialect:
         """One statement renewing a chunk of leases, or None for one transaction of heartbeats.
 
         Parameters: ``lease_ms``, then the arrays ``jobs, slots, tokens``.
-        Rows: ``(job, slot, token)`` of every lease it renewed.
+        Rows: ``(index, renewed)`` with the item's 1-based index, one per item.
         """
         return None
 

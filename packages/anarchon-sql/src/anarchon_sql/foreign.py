@@ -50,6 +50,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "manual",
     ),
     "jobs": ("job", "saves"),
+    "fleet": ("job", "instance_id", "fingerprint", "schedule", "seen_at", "expires_at"),
+    "controls": ("job", "paused", "skip_until", "updated_at", "updated_by"),
 }
 """The columns of each table, by logical name (``tables(name)`` gives the real one)."""
 

@@ -1,20 +1,20 @@
 """``PostgresBackend``: PostgreSQL through psycopg 3 (async), one round trip per claim.
 
 At start the backend creates (once per table prefix and version) a PL/pgSQL
-function ``<prefix>claim_v1(...)`` that runs the whole claim tree (docs/leases.md):
+function ``<prefix>claim_v2(...)`` that runs the whole claim tree (docs/leases.md):
 it takes a transaction-scoped advisory lock on the job
 (``pg_advisory_xact_lock``, the dialect's ``serialize``), reads the server
 clock with ``clock_timestamp()`` after the lock, locks the run's row
 (``FOR UPDATE``) and writes the state and history rows. A claim is then one
-statement — ``SELECT ... FROM <prefix>claim_v1(...)`` — in its own
+statement — ``SELECT ... FROM <prefix>claim_v2(...)`` — in its own
 transaction at READ COMMITTED, where every statement inside the function sees
 the rows committed before it (so the row a concurrent winner inserted is seen
 once its transaction commits and the lock is released).
 
-Batches are one statement per chunk too: ``<prefix>claim_many_v1(arrays)``
-calls ``claim_v1`` for each item (in job-lock order), heartbeats and
-finishes are one ``UPDATE ... FROM unnest(arrays)`` each, and result writes
-one call of ``<prefix>save_many_v1(arrays)`` (see :mod:`anarchon_sql.pg_functions`).
+Batches are one statement per chunk too: ``<prefix>claim_many_v2(arrays)``
+calls ``claim_v2`` for each item (in job-lock order); heartbeats, finishes
+and result writes are one call each of ``<prefix>heartbeat_many_v1``,
+``finish_many_v1`` and ``save_many_v1`` (see :mod:`anarchon_sql.pg_functions`).
 """
 
 from __future__ import annotations
@@ -32,12 +32,17 @@ from anarchon_sql.base import SqlBackend
 from anarchon_sql.client import Row, SqlClient, is_sql_client
 from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, ParamStyle, SqlDialect
 from anarchon_sql.driver_errors import is_connection_error, redact_dsn, scrub, secrets_of_dsn
+from anarchon_sql.pg_deadline import DEFAULT_CALL_TIMEOUT_S, IdleCheck, bounded, with_libpq_defaults
 from anarchon_sql.pg_functions import (
     CLAIM_FUNCTION,
     CLAIM_MANY_FUNCTION,
+    FINISH_MANY_FUNCTION,
+    HEARTBEAT_MANY_FUNCTION,
     SAVE_MANY_FUNCTION,
     claim_function,
     claim_many_function,
+    finish_many_function,
+    heartbeat_many_function,
     save_many_function,
 )
 
@@ -48,7 +53,7 @@ T = TypeVar("T")
 MIN_SERVER_VERSION = 110000
 """PostgreSQL 11 (``hashtextextended``)."""
 
-_OPTIONS = ("table_prefix", "pool_size", "pool_timeout")
+_OPTIONS = ("table_prefix", "pool_size", "pool_timeout", "call_timeout")
 """anarchon's own options; every other URL option goes to libpq (which validates it)."""
 
 
@@ -92,61 +97,50 @@ class PostgresDialect(SqlDialect):
         return super().is_already_created(error)
 
     def extra_tables(self, table: Callable[[str], str]) -> list[str]:
-        """The functions ``<prefix>claim_v1``, ``<prefix>claim_many_v1`` and ``<prefix>save_many_v1``."""
+        """The functions ``<prefix>claim_v2`` and the batch functions (``claim_many_v2``, ``*_many_v1``)."""
         return [
             claim_function(table, self.now_ms),
-            claim_many_function(table),
+            claim_many_function(table, self.now_ms),
+            heartbeat_many_function(table, self.now_ms),
+            finish_many_function(table, self.now_ms),
             save_many_function(table, self.now_ms),
         ]
 
     def claim_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>claim_v1(...)``: the whole claim in one statement."""
+        """``SELECT ... FROM <prefix>claim_v2(...)``: the whole claim in one statement."""
         return (
             "SELECT out_kind, out_attempt, out_runner, out_lease, out_token"
             f" FROM {table(CLAIM_FUNCTION)}(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT),"
             " CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS INTEGER), CAST(? AS BOOLEAN),"
-            " CAST(? AS BIGINT), CAST(? AS BOOLEAN))"
+            " CAST(? AS BIGINT), CAST(? AS BOOLEAN), CAST(? AS BIGINT))"
         )
 
     def claim_many_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>claim_many_v1(arrays)``: a chunk of claims in one statement."""
+        """``SELECT ... FROM <prefix>claim_many_v2(arrays)``: a chunk of claims in one statement."""
         return (
             "SELECT out_i, out_kind, out_attempt, out_runner, out_lease, out_token"
             f" FROM {table(CLAIM_MANY_FUNCTION)}(CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"
             " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS INTEGER[]),"
-            " CAST(? AS BOOLEAN[]), CAST(? AS BIGINT[]), CAST(? AS BOOLEAN[]))"
+            " CAST(? AS BOOLEAN[]), CAST(? AS BIGINT[]), CAST(? AS BOOLEAN[]),"
+            " CAST(? AS BIGINT[]))"
         )
 
     def heartbeat_many_statement(self, table: Callable[[str], str]) -> str:
-        """One ``UPDATE ... FROM unnest(arrays)`` renewing every listed lease the token owns."""
+        """``SELECT ... FROM <prefix>heartbeat_many_v1(lease_ms, arrays)``: ``(index, renewed)`` rows."""
         return (
-            f"UPDATE {table('runs')} AS r SET lease_expires_at = {self.now_ms} + CAST(? AS BIGINT)"
-            " FROM (SELECT DISTINCT u.job, u.slot, u.token FROM unnest(CAST(? AS TEXT[]),"
-            " CAST(? AS BIGINT[]), CAST(? AS TEXT[])) AS u(job, slot, token)) AS u"
-            " WHERE r.job = u.job AND r.slot = u.slot AND r.token = u.token"
-            " AND r.status = 'running' AND r.released = 0 RETURNING r.job, r.slot, r.token"
+            f"SELECT out_i, out_ok FROM {table(HEARTBEAT_MANY_FUNCTION)}(CAST(? AS BIGINT),"
+            " CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS TEXT[]))"
         )
 
     def finish_many_statement(self, table: Callable[[str], str]) -> str:
-        """One statement finishing every listed run the token owns; ``(index, answer)`` rows.
+        """``SELECT ... FROM <prefix>finish_many_v1(arrays)``: ``(index, answer)`` rows.
 
         An item not finished now is answered True when its run was already
         finished by the same token (a retried finish), as ``finish()`` does.
         """
-        runs = table("runs")
         return (
-            "WITH u AS (SELECT * FROM unnest(CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"
-            " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[])) WITH ORDINALITY"
-            " AS u(job, slot, token, status, error, i)),"
-            " d AS (SELECT DISTINCT ON (job, slot, token) * FROM u ORDER BY job, slot, token, i),"
-            f" done AS (UPDATE {runs} AS r SET status = 'finished', finished_at = {self.now_ms},"
-            " outcome = d.status, error = d.error FROM d"
-            " WHERE r.job = d.job AND r.slot = d.slot AND r.token = d.token"
-            " AND r.status = 'running' AND r.released = 0 RETURNING r.job, r.slot, r.token)"
-            " SELECT u.i, EXISTS (SELECT 1 FROM done WHERE done.job = u.job"
-            " AND done.slot = u.slot AND done.token = u.token)"
-            f" OR EXISTS (SELECT 1 FROM {runs} AS s WHERE s.job = u.job AND s.slot = u.slot"
-            " AND s.token = u.token AND s.status = 'finished') FROM u ORDER BY u.i"
+            f"SELECT out_i, out_ok FROM {table(FINISH_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
+            " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]))"
         )
 
     def save_many_statement(self, table: Callable[[str], str]) -> str:
@@ -216,11 +210,23 @@ class PsycopgClient:
     psycopg error chained.
     """
 
-    def __init__(self, source: Any, *, pool: bool, owned: bool, where: str = "PostgreSQL") -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        pool: bool,
+        owned: bool,
+        where: str = "PostgreSQL",
+        call_timeout: float | None = None,
+        check: IdleCheck | None = None,
+    ) -> None:
         self.source = source
         self.is_pool = pool
         self.owned = owned
         self.where = where
+        self.call_timeout = call_timeout if pool else None
+        """Deadline of one call (pools only: a timed-out connection is dropped and replaced)."""
+        self.check = check
         self._lock = asyncio.Lock()
 
     @asynccontextmanager
@@ -228,18 +234,24 @@ class PsycopgClient:
         if self.is_pool:
             async with self.source.connection() as conn:
                 yield conn
+                if self.check is not None:
+                    self.check.used(conn)
         else:
             async with self._lock:
                 yield self.source
 
     async def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Run one statement as its own transaction."""
+
+        async def run(conn: Any) -> list[Row]:
+            if conn.autocommit:
+                return await _execute(conn, sql, params)
+            async with conn.transaction():
+                return await _execute(conn, sql, params)
+
         try:
             async with self._connection() as conn:
-                if conn.autocommit:
-                    return await _execute(conn, sql, params)
-                async with conn.transaction():
-                    return await _execute(conn, sql, params)
+                return await bounded(conn, lambda: run(conn), self.call_timeout, self.where)
         except Exception as error:
             mapped = _unavailable(error, self.where)
             if mapped is None:
@@ -248,9 +260,14 @@ class PsycopgClient:
 
     async def transaction(self, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
         """``BEGIN`` … ``COMMIT`` on one connection (``ROLLBACK`` if ``fn`` raises)."""
-        try:
-            async with self._connection() as conn, conn.transaction():
+
+        async def run(conn: Any) -> T:
+            async with conn.transaction():
                 return await fn(_PgBound(conn))
+
+        try:
+            async with self._connection() as conn:
+                return await bounded(conn, lambda: run(conn), self.call_timeout, self.where)
         except Exception as error:
             mapped = _unavailable(error, self.where)
             if mapped is None:
@@ -355,6 +372,7 @@ class PostgresBackend(SqlBackend):
         table_prefix: str = _UNSET,
         pool_size: int = _UNSET,
         pool_timeout: float = _UNSET,
+        call_timeout: float = _UNSET,
         paramstyle: ParamStyle = "format",
     ) -> None:
         if dsn is not None and not isinstance(dsn, str):
@@ -391,6 +409,13 @@ class PostgresBackend(SqlBackend):
         super().__init__(dialect=PostgresDialect(paramstyle), table_prefix=prefix)
         self.pool_size = _positive_int("pool_size", size)
         self.pool_timeout = _positive_float("pool_timeout", timeout)
+        deadline = (
+            url_options.get("call_timeout", DEFAULT_CALL_TIMEOUT_S)
+            if call_timeout is _UNSET
+            else call_timeout
+        )
+        self.call_timeout = _positive_float("call_timeout", deadline)
+        """Seconds one statement or transaction on a pool may take (docs/backends/sql.md)."""
         self.connection = connection
         self.pool = pool
         self.database = database
@@ -461,14 +486,20 @@ class PostgresBackend(SqlBackend):
         if self.connection is not None:
             return PsycopgClient(self.connection, pool=False, owned=False, where=where), False
         if self.pool is not None:
-            return PsycopgClient(self.pool, pool=True, owned=False, where=where), False
+            return (
+                PsycopgClient(
+                    self.pool, pool=True, owned=False, where=where, call_timeout=self.call_timeout
+                ),
+                False,
+            )
         try:
             import psycopg
         except ImportError:
             raise _driver_hint() from None
         assert self.conninfo is not None
+        conninfo = with_libpq_defaults(self.conninfo)
         try:
-            probe = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+            probe = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
         except psycopg.Error as error:
             raise BackendUnavailableError(
                 f"cannot connect to PostgreSQL at {where}: {str(error).strip()}"
@@ -478,14 +509,16 @@ class PostgresBackend(SqlBackend):
         except ImportError:  # no pool installed: one connection, calls take turns
             return PsycopgClient(probe, pool=False, owned=True, where=where), True
         await probe.close()
+        check = IdleCheck(self.call_timeout, where)
         pool: Any = AsyncConnectionPool(
-            self.conninfo,
+            conninfo,
             min_size=1,
             max_size=self.pool_size,
             open=False,
             kwargs={"autocommit": True},
             timeout=self.pool_timeout,
             name=f"anarchon-{self.tables.prefix}",
+            check=check,
         )
         try:
             await pool.open(wait=True, timeout=self.pool_timeout)
@@ -494,7 +527,10 @@ class PostgresBackend(SqlBackend):
             raise BackendUnavailableError(
                 f"cannot connect to PostgreSQL at {where}: {str(error).strip()}"
             ) from error
-        return PsycopgClient(pool, pool=True, owned=True, where=where), True
+        client = PsycopgClient(
+            pool, pool=True, owned=True, where=where, call_timeout=self.call_timeout, check=check
+        )
+        return client, True
 
     async def check_server(self, client: SqlClient) -> None:
         """Refuse servers older than PostgreSQL 11; note the default isolation level."""

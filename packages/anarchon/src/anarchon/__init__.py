@@ -17,11 +17,15 @@ from anarchon.errors import (
     InvalidJobError,
     StoreFormatError,
     UnknownBackendError,
+    UnknownJobError,
     UnsupportedError,
 )
 from anarchon.events import Event
 from anarchon.history import build_history
+from anarchon.job_options import JobOptions
 from anarchon.memory import MemoryBackend
+from anarchon.one_off import Once
+from anarchon.retry import Retry
 from anarchon.scheduler import Scheduler, SchedulerThread
 from anarchon.schedules import Cron, Every
 from anarchon.sync import SyncScheduler
@@ -36,6 +40,7 @@ from anarchon.types import (
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
 )
 
@@ -63,13 +68,17 @@ __all__ = [
     "InvalidConfigError",
     "InvalidJobError",
     "JobLimits",
+    "JobOptions",
     "MemoryBackend",
+    "Once",
     "ResultWrite",
+    "Retry",
     "RunClaim",
     "RunContext",
     "RunFinish",
     "RunKey",
     "RunRecord",
+    "RunRetry",
     "RunStore",
     "Scheduler",
     "SchedulerThread",
@@ -79,6 +88,7 @@ __all__ = [
     "SyncScheduler",
     "SystemClock",
     "UnknownBackendError",
+    "UnknownJobError",
     "UnsupportedError",
     "__version__",
     "build_history",

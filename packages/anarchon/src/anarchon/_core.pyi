@@ -13,7 +13,14 @@ from typing import Any, final
 __version__: str
 """The Cargo workspace version this module was built from."""
 
-__all__ = ["Schedule", "Timetable", "build_history", "jitter_ms", "next_after_many"]
+__all__ = [
+    "Schedule",
+    "Timetable",
+    "__version__",
+    "build_history",
+    "jitter_ms",
+    "next_after_many",
+]
 
 @final
 class Schedule:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from anarchon.batching import per_item
+from anarchon.batching import job_of, per_item
 from anarchon.errors import (
     AnarchonError,
     BackendUnavailableError,
@@ -25,11 +25,13 @@ from anarchon.types import (
     ClaimInput,
     ClaimOutcome,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
 )
 
@@ -71,6 +73,57 @@ class RunStore(abc.ABC):
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job`` and whether each lease is live."""
 
+    # Optional members ---------------------------------------------------
+
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)`` (one read, no writes).
+
+        Asked after a heartbeat was refused, so the scheduler can tell "another
+        instance owns the run" from "the store has no state for this run".
+        Default, for stores written before this member existed: ``unknown``.
+        """
+        return "unknown"
+
+    native_retry: ClassVar[bool] = False
+    """True when :meth:`retry` is one atomic step in the store (not the fallback)."""
+
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End attempt ``retry.token`` after a handler error and start the next attempt.
+
+        In one atomic step, if ``retry.token`` still owns the running run and
+        fewer than ``retry.max_attempts`` attempts have started: the attempt
+        number goes up by one, the run belongs to ``retry.new_token`` and
+        ``retry.instance_id`` with a lease of store time + ``retry.lease_ms``,
+        a claim record of the new attempt is written, and the answer is
+        ``won``. A repeated call (``new_token`` already owns it) answers
+        ``won`` again. Otherwise: ``done`` (the run ended, or no attempts are
+        left) or ``running`` (another instance owns it). The scheduler then
+        stores the failed attempt's result itself (docs/leases.md, "Retries").
+
+        Default, for lease stores written before this member existed:
+        ``release()`` then a ``claim()`` with ``create=False`` and the new
+        token: two steps, so a backup may win the next attempt in between,
+        which the lease rules allow.
+        """
+        released = await self.release(retry.job, retry.slot, retry.token)
+        if not released:
+            return ClaimOutcome("done")
+        return await self.claim(
+            RunClaim(
+                job=retry.job,
+                slot=retry.slot,
+                token=retry.new_token,
+                instance_id=retry.instance_id,
+                lease_ms=retry.lease_ms,
+                max_attempts=retry.max_attempts,
+                overlap=True,
+                deadline_ms=None,
+                create=False,
+                history_size=retry.history_size,
+                history_ttl_ms=retry.history_ttl_ms,
+            )
+        )
+
     # Optional batch members (docs/extending.md, "Batch members") ----------
     # Each answers exactly what the same items answer one by one, in order.
     # Each item is atomic on its own; the batch need not be. A failed batch is
@@ -78,19 +131,33 @@ class RunStore(abc.ABC):
 
     async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
         """``claim()`` for each item. Default: the single calls under bounded concurrency."""
-        return await per_item(self.claim, claims)
+        return await per_item(self.claim, claims, key=job_of)
 
     async def heartbeat_many(self, runs: Sequence[RunKey], lease_ms: int) -> list[bool]:
         """``heartbeat()`` for each run. Default: the single calls under bounded concurrency."""
         return await per_item(
-            lambda run: self.heartbeat(run.job, run.slot, run.token, lease_ms), runs
+            lambda run: self.heartbeat(run.job, run.slot, run.token, lease_ms), runs, key=job_of
         )
 
     async def finish_many(self, finishes: Sequence[RunFinish]) -> list[bool]:
         """``finish()`` for each item. Default: the single calls under bounded concurrency."""
         return await per_item(
-            lambda f: self.finish(f.job, f.slot, f.token, f.status, f.error), finishes
+            lambda f: self.finish(f.job, f.slot, f.token, f.status, f.error),
+            finishes,
+            key=job_of,
         )
+
+    # Optional fencing member (docs/leases.md, "Fencing") -----------------
+
+    async def still_owner(self, run: RunKey, lease_ms: int) -> bool:
+        """True if ``run.token`` holds a live lease on its run in the store now.
+
+        Default: one heartbeat (which also renews the lease by ``lease_ms``):
+        its answer is exactly whether the token still owns a live lease. A
+        backend may override it with a read that renews nothing.
+        """
+        answers = await self.heartbeat_many([run], lease_ms)
+        return bool(answers) and answers[0] is True
 
 
 class Backend(abc.ABC):
@@ -152,6 +219,21 @@ class Backend(abc.ABC):
         """Raise to refuse a job this backend cannot run safely. Default: accept."""
         return None
 
+    def clone(self) -> Backend | None:
+        """A backend on the same store for the lease keeper thread, or None (docs/extending.md).
+
+        The scheduler renews leases from a thread with its own event loop, so
+        a handler that blocks the scheduler's loop cannot lose its lease. That
+        thread needs a backend of its own: return a new, unconnected instance
+        with the same configuration (its own connections; the scheduler calls
+        ``init()`` and ``close()`` on it in that thread), or ``self`` if this
+        instance may be used from any thread and loop at once. Default: None,
+        and the scheduler builds one from the URL it was given, if any; a
+        backend passed in as an object then keeps its heartbeats on the
+        scheduler's loop.
+        """
+        return None
+
     async def record_claim(self, input: ClaimInput) -> None:
         """Called after a won claim when ``claim()`` is not itself a history record."""
         return None
@@ -174,7 +256,7 @@ class Backend(abc.ABC):
             return False
         return isinstance(error, (ConnectionError, TimeoutError, OSError))
 
-    # Optional fleet members (docs/operations.md, "Fleet view") --------------
+    # Optional fleet members (docs/operations.md, "Fleet registry") --------------
     # A backend without them still schedules; the fleet view, drift warnings
     # and pause/resume/skip then raise UnsupportedError naming the backend.
 
@@ -198,15 +280,16 @@ class Backend(abc.ABC):
 
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """``claim()`` for each item. Default: the single calls under bounded concurrency."""
-        return await per_item(self.claim, inputs)
+        return await per_item(self.claim, inputs, key=job_of)
 
     async def record_claims(self, inputs: Sequence[ClaimInput]) -> None:
         """``record_claim()`` for each won claim. Default: the single calls."""
-        await per_item(self.record_claim, inputs)
+        await per_item(self.record_claim, inputs, key=job_of)
 
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:
         """``save_result()`` for each item. Default: the single calls under bounded concurrency."""
         await per_item(
             lambda w: self.save_result(w.job, w.result, w.history_size, w.history_ttl_ms),
             writes,
+            key=job_of,
         )

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from anarchon.clock import Clock
-from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
+from anarchon.errors import BackendError
+from anarchon.events import NO_EVENTS, EventBus, job_zone
 from anarchon.run_state import Phase, Run
+from anarchon.skip_log import SkipLog
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import GAVE_UP, StorePolicy
 from anarchon.tasks import TaskSet
@@ -27,6 +29,9 @@ Won = Callable[[Run, int, float], None]
 """``on_won(run, attempt, lease_until)``: start the handler (``lease_until`` is monotonic)."""
 Backup = Callable[[Run, "int | None"], None]
 """``on_backup(run, lease_expires_at)``: watch the run another instance holds."""
+
+EARLY_ALLOWANCE_MS = 5_000
+"""How far beyond a job's jitter a slot may lie ahead of the store's clock before the store answers ``early``."""
 
 
 class ClaimBatcher:
@@ -47,9 +52,14 @@ class ClaimBatcher:
         log: logging.Logger,
         on_won: Won,
         on_backup: Backup,
+        local_lease_ms: int | None = None,
+        before_claims: Callable[[], Awaitable[None]] | None = None,
+        on_early: Callable[[], None] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.lease_ms = lease_ms
+        self.local_lease_s = (lease_ms if local_lease_ms is None else local_lease_ms) / 1000
+        """How long a won lease lasts on this instance's clock (the lease minus the safety margin)."""
         self.batches = batches
         self.policy = policy
         self.clock = clock
@@ -57,8 +67,20 @@ class ClaimBatcher:
         self.log = log
         self.on_won = on_won
         self.on_backup = on_backup
+        self.before_claims = before_claims
+        """Awaited before each lease claim chunk (the result batcher's ``landed``)."""
+        self.on_early = on_early
+        """Called when the store answered ``early``: re-sync the store clock."""
         self.leases = batches.runs is not None
         self.stopping = False
+        self._skips = SkipLog(clock, log)
+        self._early_logged = False
+        self._retrying: set[asyncio.Task[object]] = set()
+
+    def cancel_retries(self) -> None:
+        """Stopping: end every claim waiting out a store outage now (its slot is left to others)."""
+        for task in list(self._retrying):
+            task.cancel()
 
     def submit(self, runs: Sequence[Run]) -> None:
         """Claim ``runs`` now: one task per chunk, none per run."""
@@ -78,20 +100,24 @@ class ClaimBatcher:
             run.token,
             self.instance_id,
             self.lease_ms,
-            job.max_attempts,
+            job.attempt_budget,
             job.overlap,
             run.deadline_ms,
             not run.recheck,
             job.history_size,
             job.history_ttl_ms,
+            job.jitter_ms + EARLY_ALLOWANCE_MS,
         )
 
     async def _lease_chunk(self, runs: Sequence[Run]) -> None:
         batches = self.batches
+        if self.before_claims is not None:
+            await self.before_claims()
         requests = [self._request(run) for run in runs]
         sent = self.clock.monotonic()
+        deadline = max(run.deadline_ms for run in runs)
         try:  # the common case without the retry wrapper: this is the hot path
-            outcomes = await batches.claim_many(requests)
+            outcomes = await self.policy.bounded(batches.claim_many(requests), deadline)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -109,9 +135,10 @@ class ClaimBatcher:
         if len(outcomes) != len(runs):
             self._refused(runs, _count_error(len(outcomes), len(runs)))
             return
-        lease_until = sent + self.lease_ms / 1000
+        lease_until = sent + self.local_lease_s
         latency_ms = (self.clock.monotonic() - sent) * 1000
         released: list[Run] = []
+        early = 0
         for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
             kind = outcome.kind
             if kind == "won":
@@ -126,9 +153,29 @@ class ClaimBatcher:
             else:
                 if kind == "overlap" or (kind == "late" and not run.recheck):
                     self._skipped(run, kind)
-                run.phase = Phase.ENDED  # done, none, late, or a kind this version does not know
+                elif kind == "early":
+                    early += 1
+                run.phase = (
+                    Phase.ENDED
+                )  # done, none, late, early, or a kind this version does not know
+        if early:
+            self._early(runs[0], early)
         for run in released:
             await self._release(run)
+
+    def _early(self, run: Run, count: int) -> None:
+        """The store refused slots ahead of its clock: log once, re-sync the clock."""
+        if not self._early_logged:
+            self._early_logged = True
+            self.log.warning(
+                "anarchon: the store refused %d claim(s) as early (e.g. %s slot %d): this"
+                " instance's estimate of the store clock runs ahead; re-syncing it",
+                count,
+                run.job.name,
+                run.slot,
+            )
+        if self.on_early is not None:
+            self.on_early()
 
     async def _retry(
         self, runs: Sequence[Run], requests: list[RunClaim]
@@ -145,19 +192,30 @@ class ClaimBatcher:
             return await self.batches.claim_many([requests[i] for i in current])
 
         deadline = max(run.deadline_ms for run in runs)
+        task = asyncio.current_task()
+        if task is not None:
+            self._retrying.add(task)
         try:
             outcomes = await self.policy.call(attempt, deadline, gated=False)
         except asyncio.CancelledError:
+            if self.stopping:
+                for run in runs:
+                    run.phase = Phase.ENDED
+                return None
             raise
         except Exception as error:
             self._refused(runs, error)
             return None
+        finally:
+            if task is not None:
+                self._retrying.discard(task)
         if outcomes is GAVE_UP:
             for run in runs:
                 run.phase = Phase.ENDED
             return None
+        kept = set(current)
         for i, run in enumerate(runs):
-            if i not in set(current):
+            if i not in kept:
                 run.phase = Phase.ENDED
         return [runs[i] for i in current], [requests[i] for i in current], outcomes, sent
 
@@ -195,23 +253,20 @@ class ClaimBatcher:
         sent = self.clock.monotonic()
         try:
             try:
-                answers = await self.batches.plain_claim_many(inputs)
+                answers = await self.policy.bounded(self.batches.plain_claim_many(inputs), deadline)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 if not self.policy.is_transient(error):
                     raise
                 self.policy.note_outage(error)
-                answers = await self.policy.call(
-                    lambda: self.batches.plain_claim_many(inputs), deadline, gated=False
-                )
+                retried = await self._retry_plain(runs, inputs, deadline)
+                if retried is None:
+                    return
+                runs, inputs, answers = retried
             else:
                 if self.policy.outage:
                     self.policy.recovered()
-            if answers is GAVE_UP:
-                for run in runs:
-                    run.phase = Phase.ENDED
-                return
             if len(answers) != len(runs):
                 raise _count_error(len(answers), len(runs))
             winners = [i for i, won in enumerate(answers) if won]
@@ -230,25 +285,40 @@ class ClaimBatcher:
         won = set(winners)
         latency_ms = (self.clock.monotonic() - sent) * 1000
         for i, run in enumerate(runs):
-            if i in won and not self.stopping:
+            if i in won:  # run even while stopping: without leases nobody else can
                 run.claim_latency_ms = latency_ms
                 self.on_won(run, 1, 0.0)
             else:
                 run.phase = Phase.ENDED
 
+    async def _retry_plain(
+        self, runs: Sequence[Run], inputs: list[ClaimInput], deadline: int
+    ) -> tuple[Sequence[Run], list[ClaimInput], list[bool]] | None:
+        """Retry a failed chunk (same tokens), each claim only until its own deadline."""
+        current: list[int] = []
+
+        async def attempt() -> list[bool]:
+            nonlocal current
+            now = self.policy.now_ms()
+            current = [i for i, run in enumerate(runs) if now <= run.deadline_ms]
+            return await self.batches.plain_claim_many([inputs[i] for i in current])
+
+        answers = await self.policy.call(attempt, deadline, gated=False)
+        kept = set(current) if answers is not GAVE_UP else set()
+        for i, run in enumerate(runs):
+            if i not in kept:
+                run.phase = Phase.ENDED
+        if answers is GAVE_UP:
+            return None
+        return [runs[i] for i in current], [inputs[i] for i in current], answers
+
     def _skipped(self, run: Run, reason: str) -> None:
+        """Log (overlap: aggregated by the skip log) and emit ``skipped``."""
         job = run.job
-        zone = job_zone(job)
-        if reason == "overlap" and self.log.isEnabledFor(logging.INFO):
-            self.log.info(
-                "anarchon: %s slot %s skipped: an earlier run still holds its lease"
-                " (overlap=False)",
-                job.name,
-                slot_iso(run.slot, zone),
-                extra=log_extra(job.name, run.slot, None, self.instance_id, zone),
-            )
+        if reason == "overlap":
+            self._skips.skipped(job.name, run.slot)
         self.events.emit(
-            "skipped", self.policy.now_ms(), job.name, run.slot, None, zone, reason=reason
+            "skipped", self.policy.now_ms(), job.name, run.slot, None, job_zone(job), reason=reason
         )
 
     # Errors ----------------------------------------------------------------
@@ -261,6 +331,4 @@ class ClaimBatcher:
 
 
 def _count_error(got: int, sent: int) -> Exception:
-    from anarchon.errors import BackendError
-
     return BackendError(f"a batch member returned {got} answers for {sent} items")

@@ -21,15 +21,24 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from anarchon.cli_fleet import (
+    UsageError,
+    add_backend_option,
+    add_fleet_commands,
+    control_command,
+    known_jobs,
+    open_backend,
+    status_command,
+)
 from anarchon.errors import AnarchonError, InvalidConfigError, InvalidJobError
+from anarchon.registry import ENV_VAR
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 
 
-class _UsageError(Exception):
-    pass
+_UsageError = UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,12 +109,11 @@ def cmd_next(args: argparse.Namespace) -> int:
 
 
 async def _history(args: argparse.Namespace) -> int:
-    from anarchon.registry import resolve_backend
-
-    backend = resolve_backend(args.backend)
-    await backend.init()
+    backend = await open_backend(args)
     try:
-        records = await backend.history(args.job, args.limit)
+        records: list[Any] = []
+        for job in await known_jobs(backend, args.jobs):
+            records.extend(await backend.history(job, args.limit))
     finally:
         await backend.close()
     if args.json:
@@ -117,6 +125,7 @@ async def _history(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [
         (
+            r.job,
             _iso(r.slot),
             r.attempt,
             r.status,
@@ -130,7 +139,8 @@ async def _history(args: argparse.Namespace) -> int:
     ]
     print(
         _table(
-            ["slot (UTC)", "attempt", "status", "reason", "instance", "ms", "kind", "error"], rows
+            ["job", "slot (UTC)", "attempt", "status", "reason", "instance", "ms", "kind", "error"],
+            rows,
         )
     )
     return EXIT_OK
@@ -138,30 +148,43 @@ async def _history(args: argparse.Namespace) -> int:
 
 async def _active(args: argparse.Namespace) -> int:
     from anarchon.errors import UnsupportedError
-    from anarchon.registry import resolve_backend
 
-    backend = resolve_backend(args.backend)
-    if backend.runs is None:
-        raise UnsupportedError(f"backend {backend.name!r} has no leases, so no active runs to show")
-    await backend.init()
+    backend = await open_backend(args)
     try:
-        runs = await backend.runs.active(args.job)
+        store = backend.runs
+        if store is None:
+            raise UnsupportedError(
+                f"backend {backend.name!r} has no leases, so no active runs to show"
+            )
+        runs = [
+            (job, run)
+            for job in await known_jobs(backend, args.jobs)
+            for run in await store.active(job)
+        ]
     finally:
         await backend.close()
     if args.json:
-        print(json.dumps([{k: v for k, v in r.__dict__.items() if k != "token"} for r in runs]))
+        print(
+            json.dumps(
+                [
+                    {"job": job, **{k: v for k, v in r.__dict__.items() if k != "token"}}
+                    for job, r in runs
+                ]
+            )
+        )
         return EXIT_OK
     rows = [
         (
+            job,
             _iso(r.slot),
             r.attempt,
             r.runner,
             _iso(r.lease_expires_at),
             "live" if r.live else "expired",
         )
-        for r in runs
+        for job, r in runs
     ]
-    print(_table(["slot (UTC)", "attempt", "runner", "lease expires", "lease"], rows))
+    print(_table(["job", "slot (UTC)", "attempt", "runner", "lease expires", "lease"], rows))
     return EXIT_OK
 
 
@@ -252,9 +275,55 @@ async def _demo_worker(args: argparse.Namespace) -> int:
     return await run_worker(args.backend, args.instance, args.until_ms)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("anarchon")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _add_dashboard(sub: Any) -> None:
+    dashboard = sub.add_parser("dashboard", help="serve the status page (needs anarchon[web])")
+    dashboard.add_argument("--backend", default=os.environ.get("ANARCHON_BACKEND_URL"))
+    dashboard.add_argument("--host", default="127.0.0.1")
+    dashboard.add_argument("--port", type=int, default=8080)
+    dashboard.add_argument("--read-only", action="store_true", help="no pause/resume buttons")
+    dashboard.add_argument("--job", action="append", default=[], help="a job to show (repeatable)")
+
+
+async def _dashboard(args: argparse.Namespace) -> int:
+    from anarchon.errors import UnsupportedError
+
+    if not args.backend:
+        raise InvalidConfigError("give --backend or set ANARCHON_BACKEND_URL")
+    try:
+        import uvicorn
+
+        from anarchon.web import BackendSource, create_app
+    except ImportError as error:
+        raise UnsupportedError(
+            f"the dashboard needs anarchon[web] ({error.name} is missing)"
+        ) from None
+    token = os.environ.get("ANARCHON_DASHBOARD_TOKEN") or None
+    source = BackendSource(args.backend, jobs=args.job)
+    app = create_app(source, token=token, read_only=args.read_only)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    )
+    print(f"anarchon dashboard on http://{args.host}:{args.port}/", flush=True)
+    try:
+        await server.serve()
+    finally:
+        await source.close()
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``anarchon`` command."""
     parser = _Parser(prog="anarchon", description="Distributed cron for Python.")
+    parser.add_argument("--version", action="version", version=f"anarchon {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="several instances share one job; each slot runs once")
@@ -275,22 +344,25 @@ def build_parser() -> argparse.ArgumentParser:
     nxt.add_argument("-n", type=int, default=10)
     nxt.add_argument("--json", action="store_true")
 
-    history = sub.add_parser("history", help="run history of a job")
-    history.add_argument("job")
-    history.add_argument("--backend", required=True)
+    history = sub.add_parser("history", help="run history of jobs (default: all declared)")
+    history.add_argument("jobs", nargs="*", metavar="JOB")
+    add_backend_option(history)
     history.add_argument("--limit", type=int, default=20)
     history.add_argument("--json", action="store_true")
 
-    active = sub.add_parser("active", help="running runs of a job and their leases")
-    active.add_argument("job")
-    active.add_argument("--backend", required=True)
+    active = sub.add_parser("active", help="running runs of jobs and their leases")
+    active.add_argument("jobs", nargs="*", metavar="JOB")
+    add_backend_option(active)
     active.add_argument("--json", action="store_true")
+
+    add_fleet_commands(sub)
 
     backends = sub.add_parser("backends", help="installed backends")
     backends.add_argument("--json", action="store_true")
 
     run = sub.add_parser("run", help="run module:scheduler until SIGINT/SIGTERM")
     run.add_argument("target")
+    _add_dashboard(sub)
     return parser
 
 
@@ -301,9 +373,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     (secrets of ``--backend`` hidden), see :func:`_report`.
     """
     backend_url: str | None = None
+    args: argparse.Namespace | None = None
     try:
         args = build_parser().parse_args(argv)
-        backend_url = getattr(args, "backend", None)
+        backend_url = getattr(args, "backend", None) or os.environ.get(ENV_VAR, "").strip() or None
         if args.command == "next":
             return cmd_next(args)
         if args.command == "backends":
@@ -313,11 +386,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             "demo-worker": _demo_worker,
             "history": _history,
             "active": _active,
+            "status": status_command,
+            "pause": control_command,
+            "resume": control_command,
+            "skip": control_command,
             "run": _run_app,
+            "dashboard": _dashboard,
         }[args.command]
         return asyncio.run(runner(args))
     except KeyboardInterrupt:
-        return EXIT_RUNTIME
+        watching = getattr(args, "watch", None) is not None  # Ctrl-C is how --watch ends
+        return EXIT_OK if watching else EXIT_RUNTIME
     except Exception as error:
         return _report(error, backend_url)
 
@@ -359,6 +438,7 @@ _USAGE_CODES = frozenset(
         "ANARCHON_INVALID_CONFIG",
         "ANARCHON_UNKNOWN_BACKEND",
         "ANARCHON_UNSUPPORTED",
+        "ANARCHON_UNKNOWN_JOB",
     }
 )
 

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-__all__ = ["CancelSignal", "RunContext"]
+from anarchon.errors import InvalidConfigError
+
+__all__ = ["CancelSignal", "OwnerCheck", "RunContext"]
+
+OwnerCheck = Callable[[], Awaitable[bool]]
+"""Asks the store whether this attempt still holds its lease (runs on the scheduler's loop)."""
 
 
 class CancelSignal:
@@ -28,6 +35,10 @@ class CancelSignal:
 
     def is_set(self) -> bool:
         """True once the run should stop."""
+        return self._set
+
+    def __bool__(self) -> bool:
+        """``is_set()``: ``if ctx.cancelled:`` reads as it should."""
         return self._set
 
     @property
@@ -76,6 +87,17 @@ class CancelSignal:
 _LOCK = threading.Lock()
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _ask(check: OwnerCheck) -> bool:
+    return await check()
+
+
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -92,6 +114,62 @@ class RunContext:
     token: str
     manual: bool = False
     cancelled: CancelSignal = field(default_factory=CancelSignal)
+    owner_check: OwnerCheck | None = field(default=None, repr=False, compare=False)
+    """Set by the scheduler on lease backends; see :meth:`still_owner`."""
+    loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False, compare=False)
+    """The scheduler's event loop (for :meth:`still_owner_sync`)."""
+
+    @property
+    def fencing_token(self) -> int:
+        """A number that strictly increases with each attempt of this slot (docs/leases.md, "Fencing").
+
+        It is the attempt number the store gave this run: 1 for the first
+        attempt, 2 for the backup that took over, and so on. Key a guarded
+        write on ``(ctx.run_id, ctx.fencing_token)``: a write carrying a lower
+        token than the one already stored comes from an attempt that has been
+        replaced and must be refused.
+        """
+        return self.attempt
+
+    async def still_owner(self) -> bool:
+        """Ask the store whether this attempt still holds the lease of its run.
+
+        False once the lease is lost (locally expired, or another attempt
+        owns the run) or the run was cancelled because its lease was lost.
+        On backends without leases, and for manual runs, there is no takeover:
+        True unless the run was cancelled. Call it right before a side
+        effect; it costs one store round trip (docs/leases.md, "Fencing").
+        """
+        check = self.owner_check
+        if check is None:
+            return self.cancelled.reason != "lease_lost"
+        loop = self.loop
+        if loop is None or loop is _running_loop():
+            return await check()
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_ask(check), loop))
+
+    def still_owner_sync(self, timeout: float | None = None) -> bool:
+        """:meth:`still_owner` for sync handlers (from a worker thread, not the event loop).
+
+        Waits at most ``timeout`` seconds for the store (None: as long as the
+        call takes, which the scheduler bounds); a store that does not answer
+        in time counts as False: the attempt cannot prove it still owns the run.
+        """
+        check = self.owner_check
+        if check is None:
+            return self.cancelled.reason != "lease_lost"
+        loop = self.loop
+        if loop is None or loop is _running_loop():
+            raise InvalidConfigError(
+                "still_owner_sync() blocks: call it from a sync handler's thread;"
+                " an async handler awaits ctx.still_owner()"
+            )
+        future = asyncio.run_coroutine_threadsafe(_ask(check), loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            return False
 
     @property
     def scheduled_at(self) -> datetime:

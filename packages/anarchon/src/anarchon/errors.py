@@ -13,6 +13,7 @@ __all__ = [
     "InvalidJobError",
     "StoreFormatError",
     "UnknownBackendError",
+    "UnknownJobError",
     "UnsupportedError",
 ]
 
@@ -81,6 +82,12 @@ class UnknownBackendError(AnarchonError, LookupError):
     """No installed backend serves a URL scheme."""
 
     code = "ANARCHON_UNKNOWN_BACKEND"
+
+
+class UnknownJobError(AnarchonError, LookupError):
+    """A job name the fleet does not declare (the message lists the known ones)."""
+
+    code = "ANARCHON_UNKNOWN_JOB"
 
 
 class InvalidConfigError(AnarchonError, ValueError):

@@ -13,7 +13,7 @@ import contextvars
 import functools
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from anarchon.context import RunContext
@@ -25,6 +25,9 @@ __all__ = ["Outcome", "RunExecutor"]
 
 Outcome = tuple[str, "str | None", int, int]
 """``(status, error, started_at, finished_at)`` of one handler call (store time, ms)."""
+
+Retries = Callable[[Run, Outcome, Callable[[Run], Awaitable[Outcome]]], Awaitable["Outcome | None"]]
+"""``retries(run, outcome, invoke)``: the retry step (:mod:`anarchon.retry_step`); None: end stored."""
 
 
 class RunExecutor:
@@ -41,12 +44,20 @@ class RunExecutor:
         tasks: TaskSet,
         log: logging.Logger,
         on_ended: Callable[[Run, Outcome], None],
+        owner_check: Callable[[Run], Awaitable[bool]] | None = None,
+        retries: Retries | None = None,
+        skip_check: Callable[[str, int], str | None] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.now_ms = now_ms
         self.tasks = tasks
         self.log = log
         self.on_ended = on_ended
+        self.owner_check = owner_check
+        """Answers ``ctx.still_owner()`` (None on backends without leases)."""
+        self.retries = retries
+        self.skip_check = skip_check
+        """``skip_check(job, slot)``: the fleet-wide control's reason to skip a won slot, or None."""
         self.active: dict[tuple[str, int], Run] = {}
         """Runs this instance won, by ``(job, slot)``, until their end is stored."""
 
@@ -56,11 +67,26 @@ class RunExecutor:
         run.lease_until = lease_until
         run.phase = Phase.RUNNING
         job = run.job
-        run.ctx = RunContext(job.name, run.slot, self.instance_id, attempt, run.token)
+        ctx = RunContext(job.name, run.slot, self.instance_id, attempt, run.token)
+        check = self.owner_check
+        if check is not None and run.leased:
+            ctx.owner_check = functools.partial(check, run)
+            ctx.loop = asyncio.get_running_loop()
+        run.ctx = ctx
         self.active[(job.name, run.slot)] = run
-        self._started(run, attempt)
+        reason = self.skip_check(job.name, run.slot) if self.skip_check is not None else None
+        if reason is None:
+            self._started(run, attempt)
         # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
-        run.task = asyncio.get_running_loop().create_task(self._execute(run))
+        run.task = asyncio.get_running_loop().create_task(self._execute(run, reason))
+
+    def alive(self) -> list[Run]:
+        """Runs whose handler still lives (a task not done, or a thread not returned)."""
+        return [
+            run
+            for run in self.active.values()
+            if run.phase is Phase.RUNNING and run.task is not None and not run.task.done()
+        ]
 
     def _started(self, run: Run, attempt: int) -> None:
         """Log the start (DEBUG; a takeover at INFO) and emit ``run_started``/``taken_over``."""
@@ -105,14 +131,37 @@ class RunExecutor:
             run.task for run in self.active.values() if run.task is not None and not run.task.done()
         }
 
-    async def _execute(self, run: Run) -> None:
+    async def _execute(self, run: Run, reason: str | None) -> None:
+        """Run the handler; ``reason``: the fleet-wide control's reason to skip the slot instead."""
+        if reason is not None:  # the winner records the skip, so it is recorded once
+            run.skip_reason = reason
+            now = self.now_ms()
+            job = run.job
+            zone = job_zone(job)
+            self.log.info(
+                "anarchon: %s slot %s skipped (%s)",
+                job.name,
+                slot_iso(run.slot, zone),
+                reason,
+                extra=log_extra(job.name, run.slot, None, self.instance_id, zone),
+            )
+            self.events.emit("skipped", now, job.name, run.slot, None, zone, reason=reason)
+            run.phase = Phase.FINISHING
+            self.on_ended(run, ("skipped", None, now, now))
+            return
         try:
-            outcome = await self.invoke(run)
+            first = await self.invoke(run)
+            outcome: Outcome | None = first
+            if self.retries is not None and run.job.retry is not None and first[0] == "error":
+                outcome = await self.retries(run, first, self.invoke)
         except BaseException:
             self.active.pop(run.key, None)
             run.phase = Phase.ENDED
             raise
         run.phase = Phase.FINISHING
+        if outcome is None:  # a retry's end is already stored
+            self.ended(run)
+            return
         self.on_ended(run, outcome)
 
     def ended(self, run: Run) -> None:
@@ -136,7 +185,7 @@ class RunExecutor:
                 await job.handler(ctx)  # type: ignore[misc]
             else:
                 call = functools.partial(contextvars.copy_context().run, job.handler, ctx)
-                await loop.run_in_executor(None, call)
+                await _outlive(run, loop.run_in_executor(None, call))
         except asyncio.CancelledError:
             if not ctx.cancelled.is_set():
                 raise
@@ -145,6 +194,7 @@ class RunExecutor:
                 task.uncancel()
             status = "timeout" if ctx.cancelled.reason == "timeout" else "cancelled"
         except Exception as exc:
+            run.exception = exc
             status, error = "error", f"{type(exc).__name__}: {exc}"
             zone = job_zone(job)
             self.log.error(
@@ -174,3 +224,35 @@ class RunExecutor:
         ctx.cancelled.set(reason)
         if run.phase is Phase.RUNNING and run.task is not None:
             run.task.cancel()
+
+
+async def _outlive(run: Run, thread: asyncio.Future[Any]) -> None:
+    """Wait for a sync handler's thread to return, however often the run is cancelled.
+
+    A thread cannot be stopped: after ``ctx.cancelled`` is set the run stays
+    ``RUNNING`` (its lease renewed) until the thread returns, so no backup
+    starts beside it (docs/leases.md, "A lease lives as long as its handler").
+    Only a cancellation without ``ctx.cancelled`` (the task is being torn
+    down) or a run ``abandoned`` by ``stop()`` stops the wait; the thread's
+    lease then expires, it is never released.
+    """
+    ctx = run.ctx
+    assert ctx is not None
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(thread)
+        except asyncio.CancelledError:
+            if thread.done() and not thread.cancelled():
+                break  # the thread ended as the cancellation came in
+            if not ctx.cancelled.is_set() or run.abandoned:
+                raise
+            cancelled = True
+            task = asyncio.current_task()
+            if task is not None and sys.version_info >= (3, 11):
+                task.uncancel()
+            continue
+        break
+    if cancelled or ctx.cancelled.is_set():
+        thread.result()  # the thread's own error, if it raised one
+        raise asyncio.CancelledError

@@ -1,4 +1,4 @@
-"""What the fleet registry and fleet-wide controls store (docs/operations.md, "Fleet view").
+"""What the fleet registry and fleet-wide controls store (docs/operations.md, "Fleet registry").
 
 Each instance records what it declares (:class:`Declaration`), refreshed every
 few minutes and expiring when it stops; operators pause, resume and skip jobs
@@ -37,7 +37,7 @@ class JobControl:
     job: str
     paused: bool = False
     skip_until: int | None = None
-    """Slots at or before this (ms) that have not run are skipped (``skip_next`` sets it to
-    the ``count``-th next slot, computed from the job's schedule)."""
+    """Slots after ``updated_at`` and at or before this (ms) are skipped (``skip_next`` sets
+    it to the ``count``-th next slot, computed from the job's schedule)."""
     updated_at: int | None = None
     updated_by: str | None = None

@@ -11,6 +11,7 @@ from typing import Any
 from anarchon.context import RunContext
 from anarchon.durations import to_ms
 from anarchon.errors import InvalidJobError, UnsupportedError
+from anarchon.retry import Retry
 from anarchon.schedules import Schedule
 from anarchon.types import JobLimits
 
@@ -29,6 +30,7 @@ DEFAULTS: Mapping[str, Any] = {
     "max_attempts": 3,
     "catch_up": 0,
     "enabled": True,
+    "retry": None,
 }
 """Job option defaults (durations in ms)."""
 
@@ -77,6 +79,14 @@ class Job:
     catch_up_ms: int
     enabled: bool
     explicit: frozenset[str]
+    retry: Retry | None = None
+    once: bool = False
+    """True for a one-off run (``Scheduler.at``): the job has one slot."""
+
+    @property
+    def attempt_budget(self) -> int:
+        """Starts of one slot the store allows: ``max_attempts`` plus the error retries (docs/retries.md)."""
+        return self.max_attempts + (self.retry.retries if self.retry is not None else 0)
 
     def limits(self, lease_ms: int | None = None) -> JobLimits:
         """What the backend's ``check_job`` sees (``lease_ms``: the scheduler's lease)."""
@@ -128,6 +138,7 @@ def build_job(
     options: Mapping[str, Any],
     *,
     leases: bool,
+    once: bool = False,
 ) -> Job:
     """Validate a job's name, handler and options; raise a coded error at the user's call."""
     validate_name(name)
@@ -154,6 +165,11 @@ def build_job(
     if timeout_ms == 0:
         raise InvalidJobError(f"option timeout of job {name!r} must be positive")
     history_ttl_ms = _duration(options, "history_ttl", allow_none=True)
+    retry = options.get("retry")
+    if retry is not None and not isinstance(retry, Retry):
+        raise InvalidJobError(
+            f"option retry of job {name!r} must be an anarchon.Retry or None, got {retry!r}"
+        )
     return Job(
         name=name,
         schedule=schedule,
@@ -169,6 +185,8 @@ def build_job(
         catch_up_ms=catch_up_ms,
         enabled=_bool(options, "enabled"),
         explicit=frozenset(options),
+        retry=retry,
+        once=once,
     )
 
 

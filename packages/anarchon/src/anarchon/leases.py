@@ -3,9 +3,17 @@
 - Every heartbeat tick, every lease held (handler running, or ended with its
   finish not yet landed) is renewed by one ``heartbeat_many`` per chunk;
   each answer is per run: False means another instance owns the run now.
-- A lease whose last confirmed end has passed by this instance's monotonic
-  clock is lost, even while the store is unreachable: the handler is
-  cancelled (``ctx.cancelled``) and no result is stored.
+- A lease whose local end has passed by this instance's monotonic clock is
+  lost, even while the store is unreachable: the handler is cancelled
+  (``ctx.cancelled``) and no result is stored. The local end is the send
+  time of the last confirmed heartbeat plus the lease minus a safety margin
+  (:func:`safety_margin_ms`), so a cooperative handler is told to stop
+  before the store's lease can expire (docs/leases.md, "The safety margin").
+- A run whose handler still lives keeps its lease: it is renewed while the
+  handler task runs (or its thread has not returned), however often it was
+  cancelled; it is finished or released only once the handler has ended.
+- A heartbeat answered False while the run's finish is in flight is the
+  finish winning the race: nothing is logged, the finish's answer decides.
 - A backup (a lease loser whose runner is alive) is re-checked every
   heartbeat, and just after the lease would expire; re-checks due together
   go to the claim batcher as one batch of ``create=False`` claims.
@@ -21,18 +29,43 @@ from collections.abc import Callable, Sequence
 
 from anarchon.clock import Clock
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
+from anarchon.lease_thread import LeaseThread
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import StorePolicy, describe_error
 from anarchon.tasks import TaskSet
 from anarchon.types import RunKey
 
-__all__ = ["LeaseKeeper"]
+__all__ = ["LeaseKeeper", "safety_margin_ms"]
+
+
+def safety_margin_ms(lease_ms: int, heartbeat_ms: int) -> int:
+    """How much earlier than the store's expiry a runner considers its lease over.
+
+    One heartbeat interval, but never more than half the slack between the
+    interval and the lease, so a renewal always lands before the local end.
+    """
+    return max(0, min(heartbeat_ms, (lease_ms - heartbeat_ms) // 2))
+
 
 _RECHECK_WINDOW_S = 0.005
 """Backup re-checks due within this window go out together."""
 _EXPIRY_MARGIN_MS = 5
 """A backup re-checks this long after the runner's lease would expire."""
+
+
+_WHY_TIMEOUT_S = 2.0
+"""How long to wait for the store's explanation of a refused heartbeat."""
+
+_REFUSED = {
+    "other": "another instance owns the run now",
+    "gone": "the store has no state for this run: restarted without persistence?",
+    "ended": "the store already ended this attempt",
+    "held": "the store refused the heartbeat although this attempt still holds the run",
+    "unknown": "the store refused the heartbeat: another instance owns the run, or its state"
+    " is gone",
+}
+"""The log reason of a lost lease, by ``RunStore.lease_state``."""
 
 
 class LeaseKeeper:
@@ -57,6 +90,8 @@ class LeaseKeeper:
         tasks: TaskSet,
     ) -> None:
         self.lease_ms = lease_ms
+        self.local_lease_s = (lease_ms - safety_margin_ms(lease_ms, heartbeat_ms)) / 1000
+        """How long a confirmed renewal keeps the lease on this instance's clock."""
         self.interval = heartbeat_ms / 1000
         self.batches = batches
         self.policy = policy
@@ -72,6 +107,8 @@ class LeaseKeeper:
         self._beating = False
         self._next_beat = 0.0
         self._wake: asyncio.Future[None] | None = None
+        self.thread: LeaseThread | None = None
+        """Renews the leases from its own thread when set (heartbeats then leave this loop)."""
 
     # Backups -------------------------------------------------------------
 
@@ -119,18 +156,22 @@ class LeaseKeeper:
         Runs apart from the handlers, so a blocking handler cannot starve it.
         """
         loop = asyncio.get_running_loop()
+        planned = self.clock.monotonic()
         while True:
             now = self.clock.monotonic()
+            late = now - planned
             wake = now + self.interval
             held: list[Run] = []
             for run in list(self.active.values()):
                 if not run.holds_lease:
                     continue
                 if now >= run.lease_until:
-                    self.lose(run, "its lease expired while the store was unreachable")
+                    self.lose(run, self._expired_why(late))
                     continue
                 held.append(run)
                 wake = min(wake, run.lease_until)
+            if self.thread is not None:
+                held = []  # renewed by the lease thread
             if held and not self._beating and now >= self._next_beat:
                 self._beating = True
                 self._next_beat = now + self.interval
@@ -143,7 +184,9 @@ class LeaseKeeper:
             if self._backups:
                 wake = min(wake, self._backups[0][0])
             sleeper = loop.create_future()
-            timer = loop.call_later(max(0.001, wake - self.clock.monotonic()), _wake_up, sleeper)
+            delay = max(0.001, wake - self.clock.monotonic())
+            planned = self.clock.monotonic() + delay
+            timer = loop.call_later(delay, _wake_up, sleeper)
             self._wake = sleeper
             try:
                 await sleeper
@@ -162,7 +205,9 @@ class LeaseKeeper:
     async def _beat_chunk(self, runs: Sequence[Run]) -> None:
         keys = [RunKey(run.job.name, run.slot, run.token) for run in runs]
         sent = self.clock.monotonic()
-        timeout = max(0.001, max(run.lease_until for run in runs) - sent)
+        timeout = max(
+            0.001, min(self.policy.call_timeout_s, max(run.lease_until for run in runs) - sent)
+        )
         try:
             answers = await asyncio.wait_for(
                 self.batches.heartbeat_many(keys, self.lease_ms), timeout
@@ -179,14 +224,90 @@ class LeaseKeeper:
             return
         if self.policy.outage:
             self.policy.recovered()
-        lease_until = sent + self.lease_ms / 1000
+        lease_until = sent + self.local_lease_s
+        refused: list[Run] = []
         for run, ok in zip(runs, answers):  # noqa: B905 - a short answer renews fewer leases
             if not run.holds_lease:
                 continue
             if ok:
                 run.lease_until = lease_until
-            else:
-                self.lose(run, "another instance owns the run now")
+            elif run.phase is Phase.RUNNING:
+                refused.append(run)
+            # FINISHING: the finish raced this heartbeat and landed first; its answer decides.
+        if refused:
+            self.tasks.spawn(self._lose_refused(refused), "anarchon-heartbeats")
+
+    def refused_by_thread(self, runs: Sequence[Run]) -> None:
+        """The lease thread's renewals the store refused (called on this loop)."""
+        refused = [run for run in runs if run.holds_lease and run.phase is Phase.RUNNING]
+        if refused:
+            self.tasks.spawn(self._lose_refused(refused), "anarchon-heartbeats")
+
+    def thread_result(self, outcome: tuple[Sequence[Run], BaseException | None]) -> None:
+        """The lease thread's renewal of ``runs`` failed with ``error`` or succeeded (None)."""
+        runs, error = outcome
+        if error is None:
+            if self.policy.outage:
+                self.policy.recovered()
+        elif self.policy.is_transient(error):
+            self.policy.note_outage(error)
+        else:
+            self._refused(runs, error)
+
+    async def _lose_refused(self, runs: Sequence[Run]) -> None:
+        """Runs whose renewal the store refused: ask the store why (``lease_state``), then lose them."""
+        for run in runs:
+            self.lose(run, await self._why_refused(run))
+
+    async def still_owner(self, run: Run) -> bool:
+        """``ctx.still_owner()``: whether this attempt holds a live lease in the store now.
+
+        False without asking once the local lease has ended; a store that does
+        not answer within one call timeout counts as False.
+        """
+        if not run.holds_lease or self.clock.monotonic() >= run.lease_until:
+            return False
+        store = self.batches.runs
+        assert store is not None
+        key = RunKey(run.job.name, run.slot, run.token)
+        try:
+            async with self.policy.gate:
+                ok = await asyncio.wait_for(
+                    store.still_owner(key, self.lease_ms), self.policy.call_timeout_s
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return False
+        if not ok and run.phase is Phase.RUNNING:
+            self.lose(run, "the store says this attempt no longer holds the lease")
+        return ok is True and run.holds_lease
+
+    def _expired_why(self, late_s: float) -> str:
+        """What was observed when a lease is found expired on this instance's clock."""
+        if late_s > self.interval:
+            return (
+                f"its lease was found expired on wake-up: this process or its event loop was"
+                f" paused or blocked for {late_s:.1f} s"
+            )
+        if self.policy.outage:
+            return "its lease expired while the store was unreachable"
+        return "its lease expired: no renewal was confirmed in time"
+
+    async def _why_refused(self, run: Run) -> str:
+        """What the store says about a refused heartbeat (``RunStore.lease_state``)."""
+        runs = self.batches.runs
+        state = "unknown"
+        if runs is not None:
+            try:
+                state = await asyncio.wait_for(
+                    runs.lease_state(run.job.name, run.slot, run.token), _WHY_TIMEOUT_S
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # only an explanation: the lease is lost either way
+                state = "unknown"
+        return _REFUSED.get(state, _REFUSED["unknown"])
 
     def lose(self, run: Run, why: str) -> None:
         """The lease is gone: cancel the handler; its result will not be stored."""

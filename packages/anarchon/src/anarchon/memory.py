@@ -21,6 +21,7 @@ that window (plus a minute of margin) is trimmed, down to about
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -31,6 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from anarchon.backend import Backend, RunStore
 from anarchon.errors import InvalidConfigError
+from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
 from anarchon.types import (
     ActiveRun,
@@ -38,12 +40,15 @@ from anarchon.types import (
     ClaimOutcome,
     ClaimRecord,
     JobLimits,
+    LeaseState,
     ResultWrite,
     RunClaim,
     RunFinish,
     RunKey,
     RunRecord,
+    RunRetry,
     StoredResult,
+    lease_state_of,
 )
 
 __all__ = ["MemoryBackend", "MemoryRunStore", "NowMs"]
@@ -185,9 +190,55 @@ class MemoryRunStore(RunStore):
                 state.released = True
             return True
 
+    native_retry = True
+
+    async def retry(self, retry: RunRetry) -> ClaimOutcome:
+        """End attempt ``retry.token`` after an error and start the next one, in one locked step."""
+        with self._lock:
+            data = self._jobs.get(retry.job)
+            state = None if data is None else data.states.get(retry.slot)
+            if data is None or state is None:
+                return ClaimOutcome("done")
+            if state.token == retry.new_token and state.status == "running":
+                return self._outcome("won", state)  # a repeated call
+            if self._owned(retry.job, retry.slot, retry.token) is None:
+                if state.status == "running":
+                    return self._outcome("running", state)
+                return self._outcome("done", state)
+            if state.attempt >= retry.max_attempts:
+                return self._outcome("done", state)
+            now = self._now()
+            state.attempt += 1
+            state.token = retry.new_token
+            state.runner = retry.instance_id
+            state.lease_expires_at = now + retry.lease_ms
+            state.max_attempts = retry.max_attempts
+            state.started_at = now
+            claim = RunClaim(
+                job=retry.job,
+                slot=retry.slot,
+                token=retry.new_token,
+                instance_id=retry.instance_id,
+                lease_ms=retry.lease_ms,
+                max_attempts=retry.max_attempts,
+                history_size=retry.history_size,
+                history_ttl_ms=retry.history_ttl_ms,
+            )
+            self._add_claim(claim, data, state, now)
+            return self._outcome("won", state)
+
     async def now_ms(self) -> int:
         """The store clock (the clock given to the backend, else the wall clock)."""
         return self._now()
+
+    async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
+        """Why ``token`` does or does not hold the lease of ``(job, slot)``."""
+        with self._lock:
+            data = self._jobs.get(job)
+            state = None if data is None else data.states.get(slot)
+            if state is None:
+                return lease_state_of(token, None, False, False)
+            return lease_state_of(token, state.token, state.status == "running", state.released)
 
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
@@ -306,6 +357,8 @@ class MemoryRunStore(RunStore):
         return self._outcome("done", state)
 
     def _claim_new(self, claim: RunClaim, data: _JobData, now: int) -> ClaimOutcome:
+        if claim.early_ms is not None and claim.slot > now + claim.early_ms:
+            return ClaimOutcome("early")
         if claim.deadline_ms is not None and now > claim.deadline_ms:
             return ClaimOutcome("late")
         if not claim.create:
@@ -496,6 +549,8 @@ class MemoryBackend(Backend):
         self._store = MemoryRunStore(clock)
         self.runs = self._store if leases else None
         self.url: str = "memory://"
+        self._declared: dict[tuple[str, str], Declaration] = {}
+        self._controls: dict[str, JobControl] = {}
 
     @property
     def clock(self) -> NowMs:
@@ -530,6 +585,41 @@ class MemoryBackend(Backend):
                 backend.url = f"memory://{name}"
                 _NAMED[name] = backend
             return backend
+
+    # Fleet registry and controls (docs/operations.md, "Fleet registry") ----
+
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Record or refresh each declaration; it expires ``ttl_ms`` after store time now."""
+        with self._store._lock:
+            now = self.clock.now_ms()
+            for d in declarations:
+                self._declared[(d.job, d.instance_id)] = dataclasses.replace(
+                    d, seen_at=now, expires_at=now + ttl_ms
+                )
+            for key in [k for k, d in self._declared.items() if d.expires_at <= now]:
+                del self._declared[key]
+
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        with self._store._lock:
+            now = self.clock.now_ms()
+            return [
+                d
+                for d in self._declared.values()
+                if d.expires_at > now and (job is None or d.job == job)
+            ]
+
+    async def set_control(self, control: JobControl) -> None:
+        """Store the control of ``control.job``, stamped with store time."""
+        with self._store._lock:
+            self._controls[control.job] = dataclasses.replace(
+                control, updated_at=self.clock.now_ms()
+            )
+
+    async def controls(self) -> dict[str, JobControl]:
+        """The control of every job that has one."""
+        with self._store._lock:
+            return dict(self._controls)
 
     # Backend ----------------------------------------------------------
 
@@ -644,6 +734,10 @@ class MemoryBackend(Backend):
     async def close(self) -> None:
         """Nothing to close; the data stays (a named backend is shared by the process)."""
         return None
+
+    def clone(self) -> MemoryBackend:
+        """This backend itself: each store step is one locked step, safe from any thread and loop."""
+        return self
 
     async def now_ms(self) -> int:
         """The store clock in ms."""

@@ -55,12 +55,21 @@ class ResultBatcher:
         self.leases = batches.runs is not None
         self._pending: list[tuple[Run, StoredResult]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._landing: set[asyncio.Task[None]] = set()
 
     def submit(self, run: Run, outcome: Outcome) -> None:
         """Queue the end of ``run``; it is stored within :data:`FINISH_WINDOW_S`."""
         status, error, started, finished = outcome
         result = StoredResult(
-            run.slot, run.token, self.instance_id, status, started, finished, error, run.attempt
+            run.slot,
+            run.token,
+            self.instance_id,
+            status,
+            started,
+            finished,
+            error,
+            run.attempt,
+            reason=run.skip_reason,
         )
         self._pending.append((run, result))
         if self._timer is None:
@@ -74,9 +83,26 @@ class ResultBatcher:
         pending, self._pending = self._pending, []
         if not pending:
             return
-        work = self._finish_chunk if self.leases else self._save_chunk
+        if not self.leases:
+            for chunk in chunks(pending):
+                self.tasks.spawn(self._save_chunk(chunk), "anarchon-results")
+            return
         for chunk in chunks(pending):
-            self.tasks.spawn(work(chunk), "anarchon-results")
+            task = self.tasks.spawn(self._finish_chunk(chunk), "anarchon-results")
+            self._landing.add(task)
+            task.add_done_callback(self._landing.discard)
+
+    async def landed(self, timeout_s: float) -> None:
+        """Send the queued ends now and wait (up to ``timeout_s``) until the finishes land.
+
+        The claim batcher waits for this before new claims, so a run that
+        ended here is finished in the store before the next slot of its job
+        is claimed (no spurious ``overlap`` skip from our own batching delay).
+        """
+        if self._pending:
+            self.flush()
+        if self._landing:
+            await asyncio.wait(set(self._landing), timeout=timeout_s)
 
     # Lease backends ----------------------------------------------------
 
@@ -146,7 +172,9 @@ class ResultBatcher:
             for run, result in finishing
         ]
         try:
-            answers: list[bool | BaseException] = list(await self.batches.finish_many(requests))
+            answers: list[bool | BaseException] = list(
+                await self.policy.bounded(self.batches.finish_many(requests))
+            )
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -217,7 +245,9 @@ class ResultBatcher:
         self.on_stored(run)
 
     def _finished(self, run: Run, result: StoredResult) -> None:
-        """Log the end of a run at DEBUG and emit ``run_finished``."""
+        """Log the end of a run at DEBUG and emit ``run_finished`` (a skip emitted ``skipped``)."""
+        if result.status == "skipped":
+            return
         log, events = self.log, self.events
         debug = log.isEnabledFor(logging.DEBUG)
         if not debug and not events.wants("run_finished"):
@@ -265,7 +295,7 @@ class ResultBatcher:
             return
         try:
             try:
-                await self.batches.save_results(writes)
+                await self.policy.bounded(self.batches.save_results(writes))
             except asyncio.CancelledError:
                 raise
             except Exception as error:

@@ -55,16 +55,19 @@ class Run:
     """One run of ``(job, slot)`` on this instance."""
 
     __slots__ = (
+        "abandoned",
         "attempt",
         "claim_latency_ms",
         "ctx",
         "deadline_ms",
         "ending",
+        "exception",
         "job",
         "lease_until",
         "leased",
         "phase",
         "recheck",
+        "skip_reason",
         "slot",
         "store_error",
         "task",
@@ -83,6 +86,8 @@ class Run:
         self.phase = Phase.CLAIMING
         self.ending: Ending | None = None
         self.recheck = False
+        self.skip_reason: str | None = None
+        """Set when the fleet-wide controls skip this won slot (``paused``, ``skip_next``)."""
         """True once this run has been a backup: its claims no longer create the run."""
         self.attempt = 0
         self.claim_latency_ms: float | None = None
@@ -92,8 +97,12 @@ class Run:
         self.store_error: str | None = None
         """The permanent store error that ended the run (``Ending.STORE_ERROR``)."""
         self.ctx: RunContext | None = None
+        self.exception: BaseException | None = None
+        """The error the handler raised in the current attempt (for ``retry``)."""
         self.task: asyncio.Task[Any] | None = None
         self.timeout_timer: asyncio.TimerHandle | None = None
+        self.abandoned = False
+        """Set by ``stop()`` when it stops waiting for a handler that still lives."""
 
     @property
     def key(self) -> tuple[str, int]:

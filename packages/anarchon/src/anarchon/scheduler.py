@@ -9,7 +9,12 @@ Each behaviour lives in one module:
 - :mod:`anarchon.leases`: the lease keeper (``heartbeat_many``, backups);
 - :mod:`anarchon.store_retry`: the store retry policy and the in-flight bound;
 - :mod:`anarchon.store_time`: store time (store clock at the last sync + monotonic time);
-- :mod:`anarchon.run_state`: the state of one run.
+- :mod:`anarchon.run_state`: the state of one run;
+- :mod:`anarchon.retry_step`: retries of failed handlers (the ``retry`` option);
+- :mod:`anarchon.one_off`: the single-slot schedule of ``at()``;
+- :mod:`anarchon.due`: ``run_due()``, which drives the parts without background loops (tests).
+- :mod:`anarchon.fleet_sync`: the fleet registry (declarations, drift) and the
+  fleet-wide controls (pause, resume, skip).
 """
 
 from __future__ import annotations
@@ -20,36 +25,49 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from anarchon.backend import Backend, RunStore
 from anarchon.claims import ClaimBatcher
 from anarchon.clock import Clock, SystemClock
 from anarchon.context import RunContext
+from anarchon.due import take_due
 from anarchon.durations import Duration, to_ms
 from anarchon.errors import (
+    BackendUnavailableError,
     DedupeWindowError,
     DuplicateJobError,
     InvalidConfigError,
     InvalidJobError,
     UnsupportedError,
 )
-from anarchon.events import EventBus, Listener
+from anarchon.events import EventBus, Listener, job_zone
 from anarchon.executor import RunExecutor
+from anarchon.fleet_controls import pause_job, resume_job, skip_job
+from anarchon.fleet_sync import DEFAULT_CONTROL_CACHE_S, DEFAULT_REFRESH_MS, FleetSync
+from anarchon.fleet_types import JobControl
+from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job, build_job
-from anarchon.leases import LeaseKeeper
+from anarchon.lease_thread import LeaseThread
+from anarchon.leases import LeaseKeeper, safety_margin_ms
+from anarchon.one_off import Once
 from anarchon.registry import ENV_VAR, resolve_backend
 from anarchon.results import ResultBatcher
+from anarchon.retry_step import RetrySteps
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.scheduler_thread import SchedulerThread
 from anarchon.schedules import Cron, Every, Schedule
 from anarchon.store_batches import StoreBatches
-from anarchon.store_retry import GAVE_UP, StorePolicy
+from anarchon.store_retry import DEFAULT_CALL_TIMEOUT_S, GAVE_UP, StorePolicy
 from anarchon.store_time import StoreTime
 from anarchon.tasks import TaskSet
 from anarchon.types import ClaimInput, RunRecord, StoredResult
 from anarchon.wakeup import WakeUpLoop
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "Scheduler", "SchedulerThread"]
 
@@ -58,6 +76,10 @@ H = TypeVar("H", bound=Handler)
 
 _UNSET: Any = object()
 _PREPARE_BATCH = 256
+_JOIN_S = 0.05
+"""``stop()`` waits at least this long for the lease thread and for the backend to close."""
+_LANDING_WAIT_S = 1.0
+"""How long new claims wait at most for this instance's finishes in flight."""
 
 DEFAULT_MAX_IN_FLIGHT = 8
 """Store operations one scheduler has in flight at most, unless ``max_in_flight`` says otherwise."""
@@ -90,6 +112,7 @@ class _Parts:
         results: ResultBatcher,
         keeper: LeaseKeeper | None,
         wakeups: WakeUpLoop,
+        fleet: FleetSync,
     ) -> None:
         self.policy = policy
         self.claims = claims
@@ -97,6 +120,7 @@ class _Parts:
         self.results = results
         self.keeper = keeper
         self.wakeups = wakeups
+        self.fleet = fleet
 
 
 class Scheduler:
@@ -122,8 +146,17 @@ class Scheduler:
         heartbeat: Duration = _UNSET,
         stop_grace: Duration = 10,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        fleet_refresh: Duration = DEFAULT_REFRESH_MS / 1000,
+        control_cache: Duration = DEFAULT_CONTROL_CACHE_S,
     ) -> None:
         self._owns_backend = not isinstance(backend, Backend)
+        self._url: str | None = (
+            backend
+            if isinstance(backend, str)
+            else (os.environ.get(ENV_VAR, "").strip() or None)
+            if backend is None
+            else None
+        )
         self._implicit_memory = backend is None and not os.environ.get(ENV_VAR, "").strip()
         self.backend: Backend = resolve_backend(backend)
         self._runs: RunStore | None = self.backend.runs
@@ -143,6 +176,8 @@ class Scheduler:
                 f"heartbeat ({self.heartbeat_ms} ms) must be shorter than lease ({self.lease_ms} ms)"
             )
         self.stop_grace_ms = _config_ms(stop_grace, "stop_grace", allow_zero=True)
+        self.fleet_refresh_ms = _config_ms(fleet_refresh, "fleet_refresh")
+        self.control_cache_ms = _config_ms(control_cache, "control_cache", allow_zero=True)
         if (
             isinstance(max_in_flight, bool)
             or not isinstance(max_in_flight, int)
@@ -171,6 +206,8 @@ class Scheduler:
         self._started = False
         self._stopping = False
         self._initialised = False
+        self._due_log: list[Run] | None = None
+        """The runs submitted during ``run_due()`` (catch-up claims included), else None."""
 
     # Registration ----------------------------------------------------
 
@@ -194,17 +231,30 @@ class Scheduler:
 
     @overload
     def every(
-        self, name: str, interval: Duration | Every, handler: None = None, **options: Any
+        self,
+        name: str,
+        interval: Duration | Every,
+        handler: None = None,
+        **options: Unpack[JobOptions],
     ) -> Callable[[H], H]: ...
     @overload
-    def every(self, name: str, interval: Duration | Every, handler: H, **options: Any) -> H: ...
+    def every(
+        self, name: str, interval: Duration | Every, handler: H, **options: Unpack[JobOptions]
+    ) -> H: ...
 
     def every(
-        self, name: str, interval: Duration | Every, handler: H | None = None, **options: Any
+        self,
+        name: str,
+        interval: Duration | Every,
+        handler: H | None = None,
+        **options: Unpack[JobOptions],
     ) -> H | Callable[[H], H]:
-        """Register a job every ``interval`` (epoch-aligned); a decorator without ``handler``."""
+        """Register a job every ``interval`` (epoch-aligned); a decorator without ``handler``.
+
+        ``options`` are the job options (:class:`~anarchon.job_options.JobOptions`).
+        """
         schedule = interval if isinstance(interval, Every) else Every(interval)
-        return self._register(name, schedule, handler, options)
+        return self._register(name, schedule, handler, dict(options))
 
     @overload
     def cron(
@@ -214,11 +264,17 @@ class Scheduler:
         handler: None = None,
         *,
         tz: str = "UTC",
-        **options: Any,
+        **options: Unpack[JobOptions],
     ) -> Callable[[H], H]: ...
     @overload
     def cron(
-        self, name: str, expression: str | Cron, handler: H, *, tz: str = "UTC", **options: Any
+        self,
+        name: str,
+        expression: str | Cron,
+        handler: H,
+        *,
+        tz: str = "UTC",
+        **options: Unpack[JobOptions],
     ) -> H: ...
 
     def cron(
@@ -228,11 +284,40 @@ class Scheduler:
         handler: H | None = None,
         *,
         tz: str = "UTC",
-        **options: Any,
+        **options: Unpack[JobOptions],
     ) -> H | Callable[[H], H]:
         """Register a cron job (5 or 6 fields, seconds first) in zone ``tz``; a decorator without ``handler``."""
         schedule = expression if isinstance(expression, Cron) else Cron(expression, tz=tz)
-        return self._register(name, schedule, handler, options)
+        return self._register(name, schedule, handler, dict(options))
+
+    @overload
+    def at(
+        self,
+        name: str,
+        when: datetime | int,
+        handler: None = None,
+        **options: Unpack[JobOptions],
+    ) -> Callable[[H], H]: ...
+    @overload
+    def at(
+        self, name: str, when: datetime | int, handler: H, **options: Unpack[JobOptions]
+    ) -> H: ...
+
+    def at(
+        self,
+        name: str,
+        when: datetime | int,
+        handler: H | None = None,
+        **options: Unpack[JobOptions],
+    ) -> H | Callable[[H], H]:
+        """Register a one-off run at ``when`` (an aware datetime, or epoch ms); a decorator without ``handler``.
+
+        It runs once, on one instance of the fleet, claimed and leased like a
+        slot, and is recorded in history (docs/one-off-runs.md). Every instance
+        that declares it honours it; a restart after ``when`` still claims it
+        within ``max_late`` (or ``catch_up`` on lease backends).
+        """
+        return self._register(name, Once(when), handler, dict(options))
 
     def _register(
         self, name: str, schedule: Schedule, handler: H | None, options: dict[str, Any]
@@ -247,7 +332,9 @@ class Scheduler:
         self.add(name, schedule, handler, **options)
         return handler
 
-    def add(self, name: str, schedule: Schedule, handler: Handler, **options: Any) -> Job:
+    def add(
+        self, name: str, schedule: Schedule, handler: Handler, **options: Unpack[JobOptions]
+    ) -> Job:
         """Register a job with a schedule object; validated now, effective at once if started.
 
         Bad input and the backend's ``check_job`` refusal raise here, with
@@ -260,7 +347,14 @@ class Scheduler:
             raise InvalidJobError(
                 f"schedule of job {name!r} must be Every or Cron, got {schedule!r}"
             )
-        job = build_job(name, schedule, handler, options, leases=self.leases)
+        job = build_job(
+            name,
+            schedule,
+            handler,
+            dict(options),
+            leases=self.leases,
+            once=isinstance(schedule, Once),
+        )
         if name in self._jobs:
             raise DuplicateJobError(f"job {name!r} is already registered")
         window = self.backend.dedupe_window_ms
@@ -319,6 +413,32 @@ class Scheduler:
         """
         if self._started:
             raise InvalidConfigError("scheduler already started")
+        if self._parts is not None:
+            raise InvalidConfigError(
+                "this scheduler is driven by run_due(); call stop() before start()"
+            )
+        await self._open()
+        parts = self._parts
+        assert parts is not None
+        await parts.fleet.refresh_controls()
+        await parts.fleet.declare()
+        self._started = True
+        self.events.start()
+        self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
+        self._tasks.spawn_loop(parts.fleet.run(), "anarchon-fleet")
+        if parts.keeper is not None:
+            self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
+            if parts.keeper.thread is not None:
+                parts.keeper.thread.start()
+        self.log.info(
+            "anarchon scheduler %s started on %s with %d job(s)",
+            self.instance_id,
+            self.backend.name,
+            len(self._jobs),
+        )
+
+    async def _open(self) -> None:
+        """Connect, build the parts and prepare the jobs (no background loop yet)."""
         from anarchon import _core
 
         if self._implicit_memory:
@@ -332,7 +452,8 @@ class Scheduler:
         self._stopping = False
         parts = self._build(_core.Timetable(self.instance_id))
         try:
-            await self._time.sync()
+            async with parts.policy.gate:
+                await self._time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -354,31 +475,43 @@ class Scheduler:
         except BaseException:
             self._parts = self._wakeups = None
             raise
-        self._started = True
-        self.events.start()
-        self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
-        if parts.keeper is not None:
-            self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
-        self.log.info(
-            "anarchon scheduler %s started on %s with %d job(s)",
-            self.instance_id,
-            self.backend.name,
-            len(self._jobs),
-        )
 
     def _build(self, timetable: Any) -> _Parts:
         """The parts of a started scheduler, wired to each other."""
-        policy = StorePolicy(self.backend, self._store_log, self._time.now_ms, self.max_in_flight)
-        policy.events = self.events
+        policy = self._new_policy()
         batches = StoreBatches(self.backend, policy)
         tasks = self._tasks
+        fleet = FleetSync(
+            backend=self.backend,
+            instance_id=self.instance_id,
+            jobs=self._jobs,
+            policy=policy,
+            clock=self.clock,
+            log=self.log,
+            refresh_ms=self.fleet_refresh_ms,
+            control_cache_s=self.control_cache_ms / 1000,
+            on_drift=self._on_drift,
+        )
         results: ResultBatcher
+        retries = RetrySteps(
+            backend=self.backend,
+            policy=policy,
+            instance_id=self.instance_id,
+            lease_ms=self.lease_ms,
+            clock=self.clock,
+            now_ms=self._time.now_ms,
+            new_token=_new_token,
+            log=self.log,
+        )
         executor = RunExecutor(
             instance_id=self.instance_id,
             now_ms=self._time.now_ms,
             tasks=tasks,
             log=self.log,
             on_ended=lambda run, outcome: results.submit(run, outcome),
+            owner_check=self._still_owner if self._runs is not None else None,
+            retries=retries.run,
+            skip_check=fleet.skip_reason,
         )
         results = ResultBatcher(
             instance_id=self.instance_id,
@@ -406,6 +539,9 @@ class Scheduler:
             log=self.log,
             on_won=executor.start,
             on_backup=backup,
+            local_lease_ms=self.lease_ms - safety_margin_ms(self.lease_ms, self.heartbeat_ms),
+            before_claims=lambda: results.landed(_LANDING_WAIT_S),
+            on_early=self._time.resync_soon,
         )
         if self._runs is not None:
             keeper = LeaseKeeper(
@@ -421,7 +557,17 @@ class Scheduler:
                 recheck=claims.submit,
                 tasks=tasks,
             )
+            keeper.thread = self._lease_thread(keeper, executor)
         leased = self._runs is not None
+
+        async def settle() -> None:
+            # Before new claims: handlers already queued start first (the ready queue is FIFO)
+            # and the finishes of runs that ended land, so an overlap=False slot is not skipped
+            # only because this instance lags behind its own earlier runs.
+            if executor.active:
+                await asyncio.sleep(0)
+                await results.landed(_LANDING_WAIT_S)
+
         wakeups = WakeUpLoop(
             timetable=timetable,
             jobs=self._jobs,
@@ -432,27 +578,119 @@ class Scheduler:
             new_run=lambda job, slot, deadline: Run(
                 job, slot, _new_token(), deadline, leased=leased
             ),
-            submit=claims.submit,
+            submit=self._submitter(claims),
+            settle=settle if leased else None,
+            before_claims=fleet.refresh_controls,
         )
         claims.events = executor.events = results.events = wakeups.events = self.events
         if keeper is not None:
             keeper.events = self.events
-        return _Parts(policy, claims, executor, results, keeper, wakeups)
+        return _Parts(policy, claims, executor, results, keeper, wakeups, fleet)
+
+    async def run_due(self) -> list[RunRecord]:
+        """Claim and run every slot due by the clock now; return when they ended (for tests).
+
+        For a scheduler that is not started: its first call connects and
+        prepares the jobs, without any background loop, so a test advances
+        an :class:`anarchon.testing.FakeClock` and calls ``run_due()`` to run
+        exactly the slots up to the clock's time (docs/testing-your-jobs.md).
+        A slot is due at its scheduled time (jitter is not waited for);
+        slots more than ``max_late`` behind the clock are skipped, as
+        always. Returns the history records of the slots it ran (every
+        attempt), oldest first. ``stop()`` ends this mode.
+        """
+        if self._started:
+            raise InvalidConfigError(
+                "run_due() drives a scheduler that is not started; it was started with start()"
+            )
+        submitted: list[Run] = []
+        self._due_log = submitted
+        try:
+            return await self._run_due(submitted)
+        finally:
+            self._due_log = None
+
+    async def _run_due(self, submitted: list[Run]) -> list[RunRecord]:
+        if self._parts is None:
+            await self._open()
+        self.events.start()
+        parts = self._parts
+        assert parts is not None
+        await self._sync_for_call(parts.policy)
+        for job in list(self._jobs.values()):
+            if job.enabled and job.name not in parts.wakeups.timetable:
+                await self._activate(job)
+        due = take_due(
+            parts.wakeups.timetable,
+            self._jobs,
+            self._time.now_ms(),
+            lambda job, slot, deadline: Run(
+                job, slot, _new_token(), deadline, leased=self._runs is not None
+            ),
+        )
+        parts.claims.submit(due)
+        runs = [*submitted, *due]
+        loop = asyncio.get_running_loop()
+        await self._drain(parts, loop.time() + 3600)
+        wanted: dict[str, set[int]] = {}
+        for run in runs:
+            wanted.setdefault(run.job.name, set()).add(run.slot)
+        records: list[RunRecord] = []
+        for name, slots in wanted.items():
+            known = self._jobs.get(name)
+            budget = known.attempt_budget if known is not None else 1
+            found = await self.backend.history(name, len(slots) * (budget + 1) + 10)
+            records.extend(r for r in found if r.slot in slots and not r.manual)
+        records.sort(key=lambda r: (r.slot, r.attempt, r.job))
+        return records
+
+    def _submitter(self, claims: ClaimBatcher) -> Callable[[Sequence[Run]], None]:
+        """The wake-up loop's way to claim: the claim batcher (``run_due()`` also notes the runs)."""
+
+        def submit(runs: Sequence[Run]) -> None:
+            if self._due_log is not None:
+                self._due_log.extend(runs)
+            claims.submit(runs)
+
+        return submit
 
     async def stop(self) -> None:
-        """Stop claiming, wait ``stop_grace`` for running handlers, then hand the rest over."""
+        """Stop claiming, wait ``stop_grace`` for running handlers, then hand the rest over.
+
+        The bound (docs/leases.md, "Stopping"): claims waiting out an outage
+        end at once; running handlers get ``stop_grace``, then are cancelled
+        and handed over; their ends are stored within one call timeout
+        (:attr:`call_timeout_s`). So without a handler that outlives its
+        cancellation, ``stop()`` returns within ``stop_grace`` plus one call
+        timeout, store outage or not. A handler that still lives after that
+        (a sync handler's thread, an async one that swallows cancellation)
+        keeps its lease: a warning names it and ``stop()`` waits up to
+        ``stop_grace`` more, renewing its lease, then hands it over once it
+        ends. If it still lives then, ``stop()`` returns without releasing
+        its lease, which expires one lease after its last renewal.
+        """
         if not self._started:
+            manual = self._parts
+            if manual is not None:  # driven by run_due()
+                await self._drain(manual, asyncio.get_running_loop().time() + 5)
+                await self._tasks.cancel_loops()
+                self._parts = self._wakeups = None
+                if self._owns_backend:
+                    await self.backend.close()
+                    self._initialised = False
             return
         parts = self._parts
         assert parts is not None
         self._stopping = True
         parts.policy.stopping = True
         parts.claims.stopping = True
+        parts.claims.cancel_retries()
         await self._tasks.cancel_loops("anarchon-scheduler")
         if parts.keeper is not None:
             parts.keeper.drop_backups()
         loop = asyncio.get_running_loop()
         grace_end = loop.time() + self.stop_grace_ms / 1000
+        budget_end = grace_end + self.call_timeout_s
         if not await self._drain(parts, grace_end):
             for run in list(parts.executor.active.values()):
                 if run.phase is Phase.RUNNING:
@@ -460,17 +698,85 @@ class Scheduler:
                         run.ending = Ending.HAND_OVER
                     parts.executor.cancel(run, "stop")
             for task in self._tasks.work():
-                if task.get_name() != "anarchon-results":
+                if task.get_name() not in ("anarchon-results", "anarchon-heartbeats"):
                     task.cancel()
-            await self._drain(parts, loop.time() + max(5.0, self.lease_ms / 1000))
+            call_s = self.call_timeout_s
+            if not await self._drain(parts, loop.time() + call_s) and parts.executor.alive():
+                await self._wait_for_live_handlers(parts, call_s)
+        if parts.keeper is not None and parts.keeper.thread is not None:
+            await parts.keeper.thread.stop(max(_JOIN_S, budget_end - loop.time()))
         await self._tasks.cancel_loops()
         await self.events.stop()
         self._started = False
         self._parts = self._wakeups = None
         self.log.info("anarchon scheduler %s stopped", self.instance_id)
         if self._owns_backend:
-            await self.backend.close()
             self._initialised = False
+            await self._close_within(max(_JOIN_S, budget_end - loop.time()))
+
+    async def _wait_for_live_handlers(self, parts: _Parts, call_s: float) -> None:
+        """``stop()``'s last wait: handlers that outlive their cancellation keep their lease."""
+        loop = asyncio.get_running_loop()
+        wait_s = self.stop_grace_ms / 1000
+        for run in parts.executor.alive():
+            self.log.warning(
+                "anarchon: %s slot %d attempt %d still runs after stop() cancelled it; its lease"
+                " is kept, not released, while the handler lives; stop() waits up to %g s more",
+                run.job.name,
+                run.slot,
+                run.attempt,
+                wait_s,
+            )
+        end = loop.time() + wait_s
+        while parts.executor.alive() and loop.time() < end:
+            await self._drain(parts, min(end, loop.time() + 0.05))
+        left = parts.executor.alive()
+        for run in left:
+            self.log.error(
+                "anarchon: %s slot %d attempt %d still runs; stop() returns without releasing"
+                " its lease, which expires %d ms after its last renewal",
+                run.job.name,
+                run.slot,
+                run.attempt,
+                self.lease_ms,
+            )
+            run.abandoned = True
+            if run.task is not None:
+                run.task.cancel()
+        await self._drain(parts, loop.time() + call_s)
+
+    def _lease_thread(self, keeper: LeaseKeeper, executor: RunExecutor) -> LeaseThread | None:
+        """The lease thread, on a backend of its own; None keeps heartbeats on this loop."""
+        other = self.backend.clone()
+        if other is None and self._url is not None:
+            try:
+                other = resolve_backend(self._url)
+            except Exception as error:
+                self.log.warning(
+                    "anarchon: heartbeats stay on the scheduler's loop: no second backend (%s)",
+                    error,
+                )
+                return None
+        if other is None or other.runs is None:
+            return None
+        return LeaseThread(
+            backend=other,
+            owns_backend=other is not self.backend,
+            lease_ms=self.lease_ms,
+            heartbeat_ms=self.heartbeat_ms,
+            local_lease_s=keeper.local_lease_s,
+            call_timeout_s=self.call_timeout_s,
+            active=executor.active,
+            log=self.log,
+            on_refused=keeper.refused_by_thread,
+            on_error=keeper.thread_result,
+        )
+
+    async def _still_owner(self, run: Run) -> bool:
+        parts = self._parts
+        if parts is None or parts.keeper is None:
+            return False
+        return await parts.keeper.still_owner(run)
 
     async def _drain(self, parts: _Parts, until: float) -> bool:
         """Wait until no run and no store work is left, or the loop time ``until``."""
@@ -487,6 +793,19 @@ class Scheduler:
                 await asyncio.wait(work, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             else:
                 await asyncio.sleep(min(left, 0.005))
+
+    async def _close_within(self, seconds: float) -> None:
+        """Close the backend, giving up after ``seconds`` (a dead store must not hold ``stop()``)."""
+        closing = asyncio.ensure_future(self.backend.close())
+        done, _pending = await asyncio.wait({closing}, timeout=seconds)
+        if closing in done:
+            closing.result()
+        else:  # not cancelled: a driver may take long to cancel, too
+            self.log.warning(
+                "anarchon: closing store %s took longer than %g s; its connections are abandoned",
+                self.backend.name,
+                seconds,
+            )
 
     async def close(self) -> None:
         """Close the backend's connections after ``stop()`` (or after reads without ``start()``).
@@ -574,6 +893,55 @@ class Scheduler:
         records = await self.history(name, 1)
         return records[0] if records else None
 
+    # Fleet-wide controls (docs/operations.md, "Pause, resume and skip") ----
+
+    async def pause(self, name: str) -> JobControl:
+        """Pause job ``name`` on every instance sharing the store (within one wake-up).
+
+        Each slot that falls due while paused is claimed as usual and recorded
+        once, by the winner, as ``skipped`` with reason ``paused``.
+        """
+        await self._ensure_init()
+        return await pause_job(self.backend, self._job(name).name, self.instance_id)
+
+    async def resume(self, name: str) -> JobControl:
+        """Resume job ``name`` on every instance; slots skipped while paused are not re-run."""
+        await self._ensure_init()
+        return await resume_job(self.backend, self._job(name).name, self.instance_id)
+
+    async def skip_next(self, name: str, count: int = 1) -> JobControl:
+        """Skip the next ``count`` slots of job ``name`` on every instance (reason ``skip_next``)."""
+        job = self._job(name)
+        await self._ensure_init()
+        return await skip_job(self.backend, name, job.schedule, count, self.instance_id)
+
+    def _on_drift(self, job: str, fingerprints: dict[str, int]) -> None:
+        """Instances declare different schedules for ``job``: warn once (and emit ``schedule_drift``).
+
+        ``fingerprints`` maps each fingerprint to the number of instances that hold it.
+        """
+        mine = (
+            self._parts.fleet._fingerprint(self._jobs[job])
+            if self._parts and job in self._jobs
+            else None
+        )
+        self.log.warning(
+            "anarchon: schedule drift for job %s: instances declare different schedules"
+            " (fingerprint: instances %s; this instance: %s)",
+            job,
+            ", ".join(f"{fp}: {n}" for fp, n in fingerprints.items()),
+            mine,
+            extra={"job": job, "fingerprints": fingerprints, "instance": self.instance_id},
+        )
+        known = self._jobs.get(job)
+        self.events.emit(
+            "schedule_drift",
+            self._time.now_ms(),
+            job,
+            zone=job_zone(known) if known is not None else "UTC",
+            details={"fingerprints": dict(fingerprints), "this_instance": mine},
+        )
+
     # Internals -------------------------------------------------------
 
     def _every_task(self) -> list[asyncio.Task[Any]]:
@@ -604,11 +972,33 @@ class Scheduler:
         """The running scheduler's policy, or a fresh one for a call outside ``start()``."""
         if self._parts is not None:
             return self._parts.policy
-        return StorePolicy(self.backend, self._store_log, self._time.now_ms, self.max_in_flight)
+        return self._new_policy()
+
+    @property
+    def call_timeout_s(self) -> float:
+        """The per-call timeout of every store call (docs/leases.md, "Stopping").
+
+        One heartbeat interval on lease backends (a renewal slower than that
+        is already late); :data:`~anarchon.store_retry.DEFAULT_CALL_TIMEOUT_S`
+        otherwise. A claim's timeout is cut short by its slot's deadline.
+        """
+        return self.heartbeat_ms / 1000 if self.leases else DEFAULT_CALL_TIMEOUT_S
+
+    def _new_policy(self) -> StorePolicy:
+        policy = StorePolicy(
+            self.backend,
+            self._store_log,
+            self._time.now_ms,
+            self.max_in_flight,
+            self.call_timeout_s,
+        )
+        policy.events = self.events
+        return policy
 
     async def _sync_for_call(self, policy: StorePolicy) -> None:
         try:
-            await self._time.sync()
+            async with policy.gate:
+                await self._time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -623,7 +1013,8 @@ class Scheduler:
         running it is logged once at ERROR and the job is unregistered.
         """
         parts = self._parts
-        assert parts is not None
+        if parts is None:  # stopped before the activation ran
+            return
         try:
             prepared = await parts.policy.complete(
                 lambda: self.backend.prepare_job(job.name, job.history_size)
@@ -641,11 +1032,11 @@ class Scheduler:
             return
         if self._parts is parts:
             parts.wakeups.add_job(job)
+            if self._started:  # added while running: declare it now (start() declares all at once)
+                self._tasks.spawn(parts.fleet.declare([job]), "anarchon-fleet-declare")
 
 
 def _gave_up(backend: Backend) -> Exception:
-    from anarchon.errors import BackendUnavailableError
-
     return BackendUnavailableError(f"store {backend.name} unreachable while stopping")
 
 

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from anarchon.backend import Backend, RunStore
-from anarchon.batching import per_item
+from anarchon.batching import job_of, per_item
 from anarchon.store_retry import StorePolicy
 from anarchon.types import ClaimInput, ClaimOutcome, ResultWrite, RunClaim, RunFinish, RunKey
 
@@ -66,6 +66,7 @@ class StoreBatches:
         batch: Callable[[], Awaitable[list[Answer]]],
         single: Callable[[Item], Awaitable[Answer]],
         items: Sequence[Item],
+        key: Callable[[Item], Any] = job_of,  # type: ignore[assignment]
     ) -> list[Answer]:
         gate = self.policy.gate
         if native:
@@ -76,7 +77,7 @@ class StoreBatches:
             async with gate:
                 return await single(item)
 
-        return await per_item(one, items, self.policy.max_in_flight)
+        return await per_item(one, items, self.policy.max_in_flight, key)
 
     # Lease store ---------------------------------------------------------
 

@@ -6,13 +6,17 @@ Every store call of the scheduler goes through :class:`StorePolicy`:
   call is one operation), whatever the driver's pool size;
 - an error for which ``backend.is_transient(error)`` is True is retried with
   backoff, and an outage is logged once, when it starts, and once when it ends;
-- every other error is raised to the caller unchanged, with its code.
+- every other error is raised to the caller unchanged, with its code;
+- every attempt runs under a per-call timeout (:attr:`StorePolicy.call_timeout_s`,
+  cut short by the call's deadline): a call that times out counts as a
+  transient error and is retried with the same request (the same tokens).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -20,20 +24,41 @@ from anarchon.backend import Backend
 from anarchon.errors import AnarchonError
 from anarchon.events import NO_EVENTS, EventBus
 
-__all__ = ["GAVE_UP", "StorePolicy", "describe_error"]
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "GAVE_UP", "CallTimeoutError", "StorePolicy", "describe_error"]
 
 T = TypeVar("T")
 
 GAVE_UP: Any = object()
 """Returned by :meth:`StorePolicy.call` when its deadline passed before the store answered."""
 
+_HAS_TIMEOUT = sys.version_info >= (3, 11)
 _FIRST_DELAY_S = 0.05
 _MAX_DELAY_S = 5.0
 _LOGGED_ONCE_LIMIT = 1000
 
 
+DEFAULT_CALL_TIMEOUT_S = 10.0
+"""Per-call timeout of a scheduler without leases (with leases: one heartbeat interval)."""
+
+
+class CallTimeoutError(TimeoutError):
+    """A store call that did not answer within its per-call timeout (a transient error)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer within {seconds:g} s (timeout)")
+        self.seconds = seconds
+
+
 def describe_error(error: BaseException) -> str:
-    """``Type: message`` (or the type alone when the message is empty); codes stay in front."""
+    """What was observed: a timeout, a refused or reset connection, else ``Type: message``."""
+    if isinstance(error, CallTimeoutError):
+        return str(error)
+    if isinstance(error, ConnectionRefusedError):
+        return f"connection refused: {error}"
+    if isinstance(error, ConnectionResetError):
+        return f"connection reset: {error}"
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError)) and not str(error):
+        return f"{type(error).__name__}: timed out"
     text = str(error)
     if isinstance(error, AnarchonError):
         return text
@@ -53,8 +78,11 @@ class StorePolicy:
         log: logging.Logger,
         now_ms: Callable[[], int],
         max_in_flight: int,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
         self.backend = backend
+        self.call_timeout_s = call_timeout_s
+        """The longest one store call may take before it counts as a (transient) timeout."""
         self.log = log
         self.now_ms = now_ms
         self.max_in_flight = max_in_flight
@@ -84,13 +112,13 @@ class StorePolicy:
             try:
                 if gated:
                     async with self.gate:
-                        result = await operation()
+                        result = await self.bounded(operation(), deadline_ms)
                 else:
-                    result = await operation()
+                    result = await self.bounded(operation(), deadline_ms)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                if not self.backend.is_transient(error):
+                if not isinstance(error, CallTimeoutError) and not self.backend.is_transient(error):
                     raise
                 self.note_outage(error)
                 if deadline_ms is not None and self.now_ms() + delay * 1000 > deadline_ms:
@@ -111,6 +139,32 @@ class StorePolicy:
                 self.recovered()
             return result
 
+    async def bounded(self, call: Awaitable[T], deadline_ms: int | None = None) -> T:
+        """Await one store call under the per-call timeout.
+
+        With ``deadline_ms`` (a claim's), the timeout also ends one call timeout
+        after that deadline: the store judges lateness itself, so a claim sent
+        before its deadline gets its answer even if it lands after it. Raises
+        :class:`CallTimeoutError` (transient) when it does not answer in time.
+        """
+        timeout = self.call_timeout_s
+        if deadline_ms is not None:
+            left = (deadline_ms - self.now_ms()) / 1000 + self.call_timeout_s
+            timeout = min(timeout, max(0.05, left))
+        if _HAS_TIMEOUT:  # no extra task per call, unlike wait_for before 3.12
+            scope = asyncio.timeout(timeout)  # type: ignore[attr-defined,unused-ignore]
+            try:
+                async with scope:
+                    return await call
+            except TimeoutError:
+                if scope.expired():
+                    raise CallTimeoutError(timeout) from None
+                raise  # the driver's own timeout: reported as it is
+        try:
+            return await asyncio.wait_for(call, timeout)
+        except asyncio.TimeoutError:
+            raise CallTimeoutError(timeout) from None
+
     async def complete(
         self,
         operation: Callable[[], Awaitable[None]],
@@ -128,8 +182,8 @@ class StorePolicy:
         return answer is True
 
     def is_transient(self, error: BaseException) -> bool:
-        """The backend's verdict on ``error``."""
-        return self.backend.is_transient(error)
+        """The backend's verdict on ``error`` (a :class:`CallTimeoutError` always is)."""
+        return isinstance(error, CallTimeoutError) or self.backend.is_transient(error)
 
     def note_outage(self, error: BaseException) -> None:
         """Log the start of an outage (once per outage)."""

@@ -22,7 +22,7 @@ SYNC_INTERVAL_S = 60.0
 class StoreTime:
     """``now_ms()``: the store clock at the last sync plus monotonic time elapsed since."""
 
-    __slots__ = ("_base_mono", "_base_ms", "_clock", "_source", "synced_at")
+    __slots__ = ("_base_mono", "_base_ms", "_clock", "_source", "read_store", "synced_at")
 
     def __init__(self, clock: Clock, source: Callable[[], Awaitable[int | None]]) -> None:
         self._clock = clock
@@ -31,6 +31,8 @@ class StoreTime:
         self._base_mono = clock.monotonic()
         self.synced_at = float("-inf")
         """Monotonic time of the last successful sync (``-inf`` before the first)."""
+        self.read_store = False
+        """True when the last sync read the store (a backend without a clock reads nothing)."""
 
     def now_ms(self) -> int:
         """Store time in ms since the epoch, as estimated now."""
@@ -40,19 +42,29 @@ class StoreTime:
         """True when the last sync is older than :data:`SYNC_INTERVAL_S`."""
         return self._clock.monotonic() - self.synced_at >= SYNC_INTERVAL_S
 
-    async def sync(self) -> None:
-        """Read the store clock (errors reach the caller; the estimate is kept)."""
+    async def sync(self) -> int:
+        """Read the store clock (errors reach the caller; the estimate is kept).
+
+        Returns how far the estimate moved, in ms (negative: it was ahead).
+        """
         sent = self._clock.monotonic()
         store_ms = await self._source()
         received = self._clock.monotonic()
+        self.read_store = store_ms is not None
         if store_ms is None:
             store_ms = self._clock.now_ms()
             midpoint = received
         else:
             midpoint = (sent + received) / 2
+        before = self.now_ms()
         self._base_ms = int(store_ms)
         self._base_mono = midpoint
         self.synced_at = received
+        return self.now_ms() - before
+
+    def resync_soon(self) -> None:
+        """Make the next :meth:`sync_due` true (the store said our estimate is off)."""
+        self.synced_at = float("-inf")
 
     def postpone(self, retry_s: float = 5.0) -> None:
         """After a failed sync: keep the estimate and try again in ``retry_s`` seconds."""

@@ -13,15 +13,19 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from anarchon.durations import Duration
 from anarchon.errors import InvalidConfigError
+from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job
-from anarchon.schedules import Cron, Every
+from anarchon.schedules import Cron, Every, Schedule
 from anarchon.types import RunRecord
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from anarchon.scheduler import Scheduler
 
 __all__ = ["SchedulerLoop", "SyncScheduler"]
@@ -137,29 +141,82 @@ class SyncScheduler:
 
     @overload
     def every(
-        self, name: str, interval: Duration | Every, handler: None = None, **options: Any
+        self,
+        name: str,
+        interval: Duration | Every,
+        handler: None = None,
+        **options: Unpack[JobOptions],
     ) -> Callable[[H], H]: ...
     @overload
-    def every(self, name: str, interval: Duration | Every, handler: H, **options: Any) -> H: ...
+    def every(
+        self, name: str, interval: Duration | Every, handler: H, **options: Unpack[JobOptions]
+    ) -> H: ...
 
     def every(
-        self, name: str, interval: Duration | Every, handler: H | None = None, **options: Any
+        self,
+        name: str,
+        interval: Duration | Every,
+        handler: H | None = None,
+        **options: Unpack[JobOptions],
     ) -> H | Callable[[H], H]:
         """``Scheduler.every``: a job every interval (decorator without ``handler``)."""
         return self.scheduler.every(name, interval, handler, **options)
 
     @overload
     def cron(
-        self, name: str, expression: str | Cron, handler: None = None, **options: Any
+        self,
+        name: str,
+        expression: str | Cron,
+        handler: None = None,
+        *,
+        tz: str = "UTC",
+        **options: Unpack[JobOptions],
     ) -> Callable[[H], H]: ...
     @overload
-    def cron(self, name: str, expression: str | Cron, handler: H, **options: Any) -> H: ...
+    def cron(
+        self,
+        name: str,
+        expression: str | Cron,
+        handler: H,
+        *,
+        tz: str = "UTC",
+        **options: Unpack[JobOptions],
+    ) -> H: ...
 
     def cron(
-        self, name: str, expression: str | Cron, handler: H | None = None, **options: Any
+        self,
+        name: str,
+        expression: str | Cron,
+        handler: H | None = None,
+        *,
+        tz: str = "UTC",
+        **options: Unpack[JobOptions],
     ) -> H | Callable[[H], H]:
         """``Scheduler.cron``: a cron job (decorator without ``handler``)."""
-        return self.scheduler.cron(name, expression, handler, **options)
+        return self.scheduler.cron(name, expression, handler, tz=tz, **options)
+
+    @overload
+    def at(
+        self,
+        name: str,
+        when: datetime | int,
+        handler: None = None,
+        **options: Unpack[JobOptions],
+    ) -> Callable[[H], H]: ...
+    @overload
+    def at(
+        self, name: str, when: datetime | int, handler: H, **options: Unpack[JobOptions]
+    ) -> H: ...
+
+    def at(
+        self,
+        name: str,
+        when: datetime | int,
+        handler: H | None = None,
+        **options: Unpack[JobOptions],
+    ) -> H | Callable[[H], H]:
+        """``Scheduler.at``: a one-off run (decorator without ``handler``; docs/one-off-runs.md)."""
+        return self.scheduler.at(name, when, handler, **options)
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -175,7 +232,9 @@ class SyncScheduler:
         """This instance's id."""
         return self.scheduler.instance_id
 
-    def add(self, name: str, schedule: Any, handler: Handler, **options: Any) -> Job:
+    def add(
+        self, name: str, schedule: Schedule, handler: Handler, **options: Unpack[JobOptions]
+    ) -> Job:
         """``Scheduler.add``, run on the scheduler's loop once started."""
         if not self._running:
             return self.scheduler.add(name, schedule, handler, **options)

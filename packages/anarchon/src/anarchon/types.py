@@ -20,21 +20,47 @@ __all__ = [
     "ClaimOutcome",
     "ClaimRecord",
     "JobLimits",
+    "LeaseState",
     "OutcomeKind",
     "ResultWrite",
     "RunClaim",
     "RunFinish",
     "RunKey",
     "RunRecord",
+    "RunRetry",
     "RunStatus",
     "StoredResult",
+    "lease_state_of",
 ]
 
 RunStatus = Literal["running", "ok", "error", "timeout", "cancelled", "interrupted", "skipped"]
 """How a run ended (``running`` while it has no result)."""
 
-OutcomeKind = Literal["won", "running", "done", "overlap", "none", "late"]
+OutcomeKind = Literal["won", "running", "done", "overlap", "none", "late", "early"]
 """The kinds of :class:`ClaimOutcome` this version knows; backends may return others (treated as ``done``)."""
+
+
+LeaseState = Literal["held", "other", "ended", "gone", "unknown"]
+"""Why a token does (not) hold a run's lease: ``RunStore.lease_state`` (docs/leases.md).
+
+``held``: the token's attempt is running; ``other``: another token's attempt
+owns the run; ``ended``: the run (or this attempt) ended; ``gone``: the store
+has no state for the run at all (e.g. a restart without persistence);
+``unknown``: the store cannot tell (the default).
+"""
+
+
+def lease_state_of(
+    token: str, state_token: str | None, running: bool, released: bool
+) -> LeaseState:
+    """Classify a stored run state (``state_token`` None: no state) for ``token``."""
+    if state_token is None:
+        return "gone"
+    if state_token != token:
+        return "other"
+    if running and not released:
+        return "held"
+    return "ended"
 
 
 def _utc(ms: int) -> datetime:
@@ -157,6 +183,12 @@ class RunClaim:
     create: bool = True
     history_size: int = 1000
     history_ttl_ms: int | None = None
+    early_ms: int | None = None
+    """How far ahead of the store's clock the slot may be (the job's jitter plus an allowance).
+
+    A new run for ``slot > store now + early_ms`` is refused with the outcome
+    ``early`` (nothing written): the caller's clock runs ahead. ``None``: no check.
+    """
 
     @classmethod
     def plain(cls, input: ClaimInput) -> RunClaim:
@@ -232,5 +264,25 @@ class ResultWrite:
 
     job: str
     result: StoredResult
+    history_size: int = 1000
+    history_ttl_ms: int | None = None
+
+
+@dataclass(slots=True)
+class RunRetry:
+    """A ``RunStore.retry`` request: end attempt ``token`` after an error and start the next one.
+
+    The next attempt belongs to ``instance_id`` with ``new_token`` and a
+    lease of ``lease_ms``; ``max_attempts`` caps every start of the slot
+    (docs/leases.md, "Retries").
+    """
+
+    job: str
+    slot: int
+    token: str
+    new_token: str
+    instance_id: str
+    lease_ms: int
+    max_attempts: int
     history_size: int = 1000
     history_ttl_ms: int | None = None

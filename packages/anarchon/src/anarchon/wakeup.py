@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from anarchon.events import NO_EVENTS, EventBus, job_zone, slot_iso
@@ -25,6 +25,10 @@ __all__ = ["MAX_DUE_PER_WAKE", "WakeUpLoop"]
 MAX_DUE_PER_WAKE = 10_000
 """Slots taken from the timetable per wake-up (more wait for the next turn of the loop)."""
 _MIN_SLEEP_S = 0.004
+
+
+_REWIND_MS = 1_000
+"""A backward step of the store-time estimate larger than this re-seeds the timetable."""
 
 
 class WakeUpLoop:
@@ -44,6 +48,8 @@ class WakeUpLoop:
         log: logging.Logger,
         new_run: Callable[[Job, int, int], Run],
         submit: Callable[[Sequence[Run]], None],
+        settle: Callable[[], Awaitable[None]] | None = None,
+        before_claims: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.timetable = timetable
         self.jobs = jobs
@@ -53,6 +59,10 @@ class WakeUpLoop:
         self.log = log
         self.new_run = new_run
         self.submit = submit
+        self.settle = settle
+        """Awaited before taking due slots: lets this instance's earlier runs start and land."""
+        self.before_claims = before_claims
+        """Awaited once per wake-up with due slots (the fleet-wide controls refresh)."""
         self._wake: asyncio.Future[None] | None = None
 
     def add_job(self, job: Job) -> None:
@@ -80,7 +90,8 @@ class WakeUpLoop:
     async def sync_clock(self) -> None:
         """Re-read the store clock; an error keeps the estimate (a transient one is an outage)."""
         try:
-            await self.store_time.sync()
+            async with self.policy.gate:
+                shift = await self.store_time.sync()
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -90,8 +101,24 @@ class WakeUpLoop:
             else:
                 self.policy.report("the clock read", error)
             return
-        if self.policy.outage:
-            self.policy.recovered()
+        if shift < -_REWIND_MS:
+            self._rewind()
+        if self.policy.outage and self.store_time.read_store:
+            self.policy.recovered()  # only real I/O proves the store is reachable
+
+    def _rewind(self) -> None:
+        """The estimate of store time stepped back: restart every job's slots from the new now.
+
+        Slots the timetable passed while the estimate ran ahead were refused
+        as ``early`` (or not claimed yet); they are due again on the store's
+        time. A slot that did run has state, so its second claim is ``done``.
+        """
+        now = self.store_time.now_ms()
+        for job in self.jobs.values():
+            if job.name in self.timetable:
+                self.timetable.add(
+                    job.name, job.schedule._compiled, job.jitter_ms, now, job.max_late_ms
+                )
 
     async def run(self) -> None:
         """The loop: take due slots, submit them, sleep until the next one."""
@@ -100,6 +127,8 @@ class WakeUpLoop:
         while True:
             if store_time.sync_due():
                 await self.sync_clock()
+            if self.settle is not None:
+                await self.settle()
             now = store_time.now_ms()
             due: list[Run] = []
             for name, slot, _fire_at in timetable.due(now, MAX_DUE_PER_WAKE):
@@ -116,6 +145,8 @@ class WakeUpLoop:
                     continue
                 due.append(self.new_run(job, slot, deadline))
             if due:
+                if self.before_claims is not None:
+                    await self.before_claims()
                 self.submit(due)
             wake_at = timetable.next_wakeup()
             timeout = SYNC_INTERVAL_S if wake_at is None else (wake_at - store_time.now_ms()) / 1000

@@ -24,14 +24,25 @@ from __future__ import annotations
 
 import atexit
 import threading
-from typing import Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from flask import Flask
 from flask.cli import AppGroup
 
+from anarchon.durations import Duration
 from anarchon.errors import InvalidConfigError
+from anarchon.job_options import JobOptions
+from anarchon.jobs import Handler
+from anarchon.schedules import Cron, Every
 from anarchon.sync import SyncScheduler
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+H = TypeVar("H", bound=Handler)
 
 __all__ = ["Anarchon"]
 
@@ -59,16 +70,33 @@ class Anarchon:
             raise InvalidConfigError("Anarchon.init_app(app) has not been called yet")
         return self._scheduler
 
-    def every(self, name: str, interval: Any, **options: Any) -> Any:
+    def every(
+        self, name: str, interval: Duration | Every, **options: Unpack[JobOptions]
+    ) -> Callable[[H], H]:
         """A decorator: ``Scheduler.every(name, interval, **options)``."""
-        return self._declare("every", name, interval, options)
+        return self._declare("every", name, interval, dict(options))
 
-    def cron(self, name: str, expression: Any, **options: Any) -> Any:
-        """A decorator: ``Scheduler.cron(name, expression, **options)``."""
-        return self._declare("cron", name, expression, options)
+    def cron(
+        self,
+        name: str,
+        expression: str | Cron,
+        *,
+        tz: str = "UTC",
+        **options: Unpack[JobOptions],
+    ) -> Callable[[H], H]:
+        """A decorator: ``Scheduler.cron(name, expression, tz=tz, **options)``."""
+        return self._declare("cron", name, expression, {"tz": tz, **options})
 
-    def _declare(self, kind: str, name: str, schedule: Any, options: dict[str, Any]) -> Any:
-        def decorator(handler: Any) -> Any:
+    def at(
+        self, name: str, when: datetime | int, **options: Unpack[JobOptions]
+    ) -> Callable[[H], H]:
+        """A decorator: ``Scheduler.at(name, when, **options)`` (docs/one-off-runs.md)."""
+        return self._declare("at", name, when, dict(options))
+
+    def _declare(
+        self, kind: str, name: str, schedule: Any, options: dict[str, Any]
+    ) -> Callable[[H], H]:
+        def decorator(handler: H) -> H:
             if self._scheduler is not None:
                 getattr(self._scheduler, kind)(name, schedule, handler, **options)
             else:

@@ -20,16 +20,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from anarchon.testing.fake_clock import FakeClock
 from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, start_fleet
 
 if TYPE_CHECKING:
     from anarchon.testing.contract import BackendContract
+    from anarchon.testing.fleet_contract import FleetContract
     from anarchon.testing.lease_contract import LeaseContract
     from anarchon.testing.sync_contract import SyncFacadeContract
 
 __all__ = [
     "BackendContract",
+    "FakeClock",
     "Fleet",
+    "FleetContract",
     "FleetResult",
     "FleetRun",
     "LeaseContract",
@@ -46,6 +50,10 @@ def __getattr__(name: str) -> Any:
         from anarchon.testing.contract import BackendContract
 
         return BackendContract
+    if name == "FleetContract":
+        from anarchon.testing.fleet_contract import FleetContract
+
+        return FleetContract
     if name == "LeaseContract":
         from anarchon.testing.lease_contract import LeaseContract
 

@@ -24,7 +24,9 @@ import pytest
 from anarchon.backend import Backend
 from anarchon.errors import UnsupportedError
 from anarchon.testing._batch import CLAIM_KINDS, check_backend_batches, run_property, scenarios
-from anarchon.testing._support import ContractBase, new_job, new_token, wall_ms
+from anarchon.testing._support import new_job, new_token, wall_ms
+from anarchon.testing.job_retry_contract import JobRetryContract
+from anarchon.testing.one_off_contract import OneOffContract
 from anarchon.types import ClaimInput, JobLimits, RunRecord, StoredResult
 
 __all__ = ["BackendContract"]
@@ -67,7 +69,7 @@ async def _run_once(
     return claim
 
 
-class BackendContract(ContractBase):
+class BackendContract(OneOffContract, JobRetryContract):
     """Contract tests for :class:`anarchon.Backend` implementations.
 
     Override the ``backend`` fixture. Class attributes tune the suite:
@@ -88,7 +90,7 @@ class BackendContract(ContractBase):
     """False for backends that refuse ``history_ttl`` (NATS)."""
     history_ttl_ms: ClassVar[int] = 300
     """The TTL the TTL test uses; raise it if the backend keeps records longer for de-duplication."""
-    batch_examples: ClassVar[int] = 30
+    batch_examples: ClassVar[int] = 25
     """Hypothesis examples of the batch property (each builds two small jobs)."""
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:

@@ -136,9 +136,23 @@ class FleetResult:
     jobs: list[str] = field(default_factory=list)
     """Every job of the fleet (empty: just ``job``)."""
 
+    _index: tuple[tuple[int, int], dict[str, list[FleetRun]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
     def job_names(self) -> list[str]:
         """The fleet's jobs: ``jobs``, or ``[job]``."""
         return list(self.jobs) or [self.job]
+
+    def runs_of(self, job: str) -> list[FleetRun]:
+        """The runs of ``job`` (grouped once per state of ``runs``: thousands of jobs stay fast)."""
+        key = (id(self.runs), len(self.runs))
+        if self._index is None or self._index[0] != key:
+            grouped: dict[str, list[FleetRun]] = {}
+            for run in self.runs:
+                grouped.setdefault(run.job or self.job, []).append(run)
+            self._index = (key, grouped)
+        return self._index[1].get(job, [])
 
     @property
     def window(self) -> list[int]:
@@ -164,11 +178,7 @@ class FleetResult:
         if not window:
             return Counter()
         job = job or self.job_names()[0]
-        return Counter(
-            r.slot
-            for r in self.runs
-            if (r.job or self.job) == job and window[0] <= r.slot <= window[-1]
-        )
+        return Counter(r.slot for r in self.runs_of(job) if window[0] <= r.slot <= window[-1])
 
     def duplicates(self, job: str | None = None) -> dict[int, int]:
         """Slots of the window that ran more than once for ``job``, with their count."""
@@ -253,23 +263,26 @@ class FleetResult:
         assert self.history is not None
         problems: list[str] = []
         names = self.job_names()
+        by_job: dict[str, list[RunRecord]] = {}
+        for record in self.history:
+            if window[0] <= record.slot <= window[-1]:
+                by_job.setdefault(record.job if len(names) > 1 else names[0], []).append(record)
         for job in names:
             label = "" if len(names) == 1 else f"job {job}: "
-            found = [f"{label}{text}" for text in self._job_history_problems(job, window)]
+            found = [
+                f"{label}{text}"
+                for text in self._job_history_problems(job, window, by_job.get(job, []))
+            ]
             problems.extend(found)
             if len(problems) >= 20:
                 problems.append("(further jobs not listed)")
                 break
         return problems
 
-    def _job_history_problems(self, job: str, window: list[int]) -> list[str]:
-        assert self.history is not None
+    def _job_history_problems(
+        self, job: str, window: list[int], in_window: list[RunRecord]
+    ) -> list[str]:
         problems: list[str] = []
-        in_window = [
-            r
-            for r in self.history
-            if (r.job == job or len(self.job_names()) == 1) and window[0] <= r.slot <= window[-1]
-        ]
         per_slot = Counter(r.slot for r in in_window)
         absent = [slot for slot in window if per_slot[slot] == 0]
         if absent:
@@ -283,7 +296,7 @@ class FleetResult:
         statuses = Counter(r.status for r in in_window)
         if set(statuses) - {"ok"}:
             problems.append(f"history has runs that did not end ok: {dict(statuses)}")
-        winner = {r.slot: r.instance for r in self.runs if (r.job or self.job) == job}
+        winner = {r.slot: r.instance for r in self.runs_of(job)}
         differ = [
             (r.slot, r.instance_id, winner.get(r.slot))
             for r in in_window

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 from anarchon.backend import Backend, RunStore
 from anarchon.testing._batch import LEASE_KINDS, check_lease_batches, run_property, scenarios
-from anarchon.testing._support import ContractBase, new_job, new_token
+from anarchon.testing._support import new_job, new_token
+from anarchon.testing.retry_contract import RetryContract
 from anarchon.types import ClaimInput, ClaimOutcome, RunClaim, RunRecord, StoredResult
 
 __all__ = ["LeaseContract"]
@@ -56,7 +57,7 @@ async def _records(backend: Backend, job: str, slot: int) -> list[RunRecord]:
     return [r for r in await backend.history(job, 100) if r.slot == slot]
 
 
-class LeaseContract(ContractBase):
+class LeaseContract(RetryContract):
     """Contract tests for :class:`anarchon.RunStore` (``backend.runs``).
 
     Override the ``backend`` fixture (it must have ``runs``). ``lease_ms`` is
@@ -71,7 +72,7 @@ class LeaseContract(ContractBase):
     """Concurrent claimers in the lease races."""
     race_rounds: ClassVar[int] = 20
     """Fresh slots raced for in the fresh-claim race."""
-    batch_examples: ClassVar[int] = 30
+    batch_examples: ClassVar[int] = 25
     """Hypothesis examples of the batch property (each builds two small jobs)."""
     batch_lease_ms: ClassVar[int] = 50
     """The lease of the expired states in the batch property (waited out once per example)."""
@@ -88,6 +89,7 @@ class LeaseContract(ContractBase):
         overlap: bool = False,
         deadline_ms: int | None = None,
         create: bool = True,
+        early_ms: int | None = None,
     ) -> RunClaim:
         """A :class:`RunClaim` with the suite's defaults (deadline: slot + 60 s)."""
         return RunClaim(
@@ -100,6 +102,7 @@ class LeaseContract(ContractBase):
             overlap=overlap,
             deadline_ms=deadline_ms if deadline_ms is not None else slot + 60_000,
             create=create,
+            early_ms=early_ms,
         )
 
     # won / running / retry ------------------------------------------
@@ -343,6 +346,49 @@ class LeaseContract(ContractBase):
             again = await runs.claim(self.request(job, slot, "instance-c", deadline_ms=slot))
             assert again.kind == "running"
             assert again.runner == "instance-b"
+
+        self.run(backend, body)
+
+    def test_claim_for_a_future_slot_is_early(self, backend: Backend) -> None:
+        """A slot 40 s past store time, with 5 s allowed → ``early``, nothing written; in range → won."""
+
+        async def body(b: Backend) -> None:
+            runs, job = _runs(b), new_job("lease-early")
+            await b.prepare_job(job, 1000)
+            slot = await _slot(runs, seconds_ago=-40)
+            early = self.request(job, slot, "instance-a", early_ms=5_000)
+            assert (await runs.claim(early)).kind == "early"
+            assert (await runs.claim_many([early]))[0].kind == "early"
+            assert await runs.active(job) == []
+            assert await b.history(job, 10) == []
+            # Without the check (an older scheduler) the store still says yes.
+            unchecked = await runs.claim(self.request(job, slot, "instance-b"))
+            assert unchecked.kind == "won"
+            # A slot within the allowance wins.
+            near = await _slot(runs, seconds_ago=-2)
+            won = await runs.claim(self.request(job, near, "instance-a", early_ms=5_000))
+            assert won.kind == "won"
+
+        self.run(backend, body)
+
+    def test_lease_state_tells_why_a_token_has_no_lease(self, backend: Backend) -> None:
+        """``lease_state``: held, other, ended, gone (or ``unknown`` from the fallback)."""
+
+        async def body(b: Backend) -> None:
+            runs, job = _runs(b), new_job("lease-why")
+            await b.prepare_job(job, 1000)
+            slot = await _slot(runs)
+            mine = self.request(job, slot, "instance-a")
+            assert (await runs.claim(mine)).kind == "won"
+            if type(runs).lease_state is RunStore.lease_state:
+                assert await runs.lease_state(job, slot, mine.token) == "unknown"
+                return
+            assert await runs.lease_state(job, slot, mine.token) == "held"
+            assert await runs.lease_state(job, slot, new_token()) == "other"
+            assert await runs.lease_state(job, slot - 1000, mine.token) == "gone"
+            assert await runs.lease_state(new_job("never"), slot, mine.token) == "gone"
+            assert await runs.finish(job, slot, mine.token, "ok")
+            assert await runs.lease_state(job, slot, mine.token) == "ended"
 
         self.run(backend, body)
 

@@ -1,0 +1,89 @@
+"""Connections that heal on PostgreSQL (issue 18): established flows die silently.
+
+The backend talks to the server through ``tests/support/flow_proxy.py``. A
+call on a dead flow hits the backend's call timeout, its connection is shut
+down and dropped from the pool, and the scheduler's retry runs on a fresh
+connection: the next slot runs within one heartbeat plus one call timeout,
+and runs that finished meanwhile are stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from anarchon import Backend
+from anarchon.errors import BackendUnavailableError
+from anarchon_sql import PostgresBackend
+from anarchon_sql.pg_deadline import LIBPQ_DEFAULTS, with_libpq_defaults
+from sqltest_servers import PgServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
+
+from flow_proxy import FlowProxy
+from heal_check import check_heals
+
+CALL_TIMEOUT_S = 1.5
+
+
+def _dsn(server: PgServer, port: int) -> str:
+    return (
+        f"postgresql://postgres@127.0.0.1:{port}/{server.database}"
+        f"?call_timeout={CALL_TIMEOUT_S}&pool_size=2"
+    )
+
+
+def test_silently_dead_connections_heal(pg_server: PgServer) -> None:
+    async def main() -> float:
+        proxy = await FlowProxy("127.0.0.1", pg_server.port).start()
+
+        def make(port: int) -> Backend:
+            return PostgresBackend(_dsn(pg_server, port))
+
+        try:
+            return await check_heals(make, proxy, heartbeat_s=1.0, call_timeout_s=CALL_TIMEOUT_S)
+        finally:
+            await proxy.close()
+
+    healed = asyncio.run(main())
+    print(f"postgresql healed in {healed:.2f} s")
+
+
+def test_a_call_on_a_dead_connection_times_out_and_frees_its_connection(
+    pg_server: PgServer,
+) -> None:
+    """One pooled connection, its flow killed: the call fails after the timeout, the next works."""
+
+    async def main() -> None:
+        proxy = await FlowProxy("127.0.0.1", pg_server.port).start()
+        backend = PostgresBackend(_dsn(pg_server, proxy.port).replace("pool_size=2", "pool_size=1"))
+        try:
+            await backend.init()
+            assert backend.runs is not None
+            await backend.runs.now_ms()
+            proxy.freeze()
+            t0 = time.monotonic()
+            with pytest.raises(BackendUnavailableError, match=r"timeout after 1\.5 s"):
+                await backend.runs.now_ms()
+            assert time.monotonic() - t0 < CALL_TIMEOUT_S + 2.5
+            # The only pool connection was dropped, not held: a fresh one answers.
+            assert await asyncio.wait_for(backend.runs.now_ms(), 10) > 0
+            assert backend.is_transient(BackendUnavailableError("x"))
+        finally:
+            await backend.close()
+            await proxy.close()
+
+    asyncio.run(main())
+
+
+def test_libpq_defaults_are_added_unless_given() -> None:
+    added = with_libpq_defaults("postgresql://u@h/db")
+    for key, value in LIBPQ_DEFAULTS.items():
+        assert f"{key}={value}" in added
+    mine = with_libpq_defaults("postgresql://u@h/db?connect_timeout=30&tcp_user_timeout=0")
+    assert "connect_timeout=30" in mine
+    assert "tcp_user_timeout=0" in mine
+    assert "keepalives=1" in mine

@@ -1,0 +1,114 @@
+// The anarchon status page: polls api/status and renders it. No build step, no network.
+"use strict";
+(function () {
+  const config = JSON.parse(document.body.dataset.config);
+  const tokenBox = document.getElementById("token-box");
+  const tokenInput = document.getElementById("token");
+  if (config.writable && config.tokenRequired) {
+    tokenBox.hidden = false;
+    tokenInput.value = sessionStorage.getItem("anarchon-token") || "";
+    tokenInput.addEventListener("change", () => sessionStorage.setItem("anarchon-token", tokenInput.value));
+  }
+
+  function iso(ms) {
+    if (ms === null || ms === undefined) return "-";
+    return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  }
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key === "class") node.className = value; else node.setAttribute(key, value);
+    }
+    for (const child of children) node.append(child instanceof Node ? child : String(child));
+    return node;
+  }
+  function badge(text, kind) { return el("span", { class: "badge " + (kind || text) }, text); }
+  function showError(message) {
+    const box = document.getElementById("error");
+    box.hidden = !message;
+    box.textContent = message || "";
+  }
+
+  async function act(job, action) {
+    const headers = {};
+    if (config.tokenRequired) headers.Authorization = "Bearer " + tokenInput.value;
+    const response = await fetch("api/jobs/" + encodeURIComponent(job) + "/" + action, { method: "POST", headers });
+    if (!response.ok) {
+      const body = await response.json().catch(() => ({}));
+      showError(action + " " + job + ": " + ((body.error && body.error.code + ": " + body.error.message) || response.status));
+      return;
+    }
+    showError("");
+    await refresh();
+  }
+
+  function timeline(runs) {
+    const line = el("div", { class: "timeline" });
+    for (const run of runs.slice().reverse()) {
+      const kind = run.status + (run.attempt > 1 ? " retry" : "");
+      const title = iso(run.slot) + " " + run.status + (run.reason ? " (" + run.reason + ")" : "") +
+        " attempt " + run.attempt + " on " + run.instance_id +
+        (run.duration_ms !== null ? ", " + run.duration_ms + " ms" : "") + (run.error ? ": " + run.error : "");
+      line.append(el("span", { class: "run " + kind, title, "data-status": run.status, "data-attempt": run.attempt, "data-slot": run.slot }));
+    }
+    return line;
+  }
+
+  function jobRow(job) {
+    const last = job.last_run;
+    const lastCell = last
+      ? el("td", {}, badge(last.status), " ", el("code", {}, last.instance_id), last.attempt > 1 ? " attempt " + last.attempt : "")
+      : el("td", {}, "-");
+    const state = el("td", {}, job.paused ? badge("paused") : badge("active"));
+    if (Object.keys(job.drift || {}).length) state.append(" ", badge("drift"));
+    const instances = (job.instances || []).map((i) => i.instance_id).join(", ") || "-";
+    const actions = el("td", { class: "actions" });
+    if (config.writable) {
+      const action = job.paused ? "resume" : "pause";
+      const button = el("button", { type: "button", "data-job": job.job, "data-action": action }, action);
+      button.addEventListener("click", () => act(job.job, action));
+      actions.append(button);
+    }
+    return el("tr", { "data-job": job.job },
+      el("td", {}, el("strong", {}, job.job)),
+      el("td", { class: "mono" }, job.schedule || "-"),
+      el("td", { class: "mono" }, iso(job.next_slot)),
+      lastCell,
+      el("td", {}, job.live_leases),
+      el("td", { class: "mono instances" }, instances),
+      state,
+      el("td", {}, timeline(job.runs || [])),
+      actions);
+  }
+
+  function leaseRow(lease) {
+    return el("tr", { "data-job": lease.job },
+      el("td", {}, lease.job), el("td", { class: "mono" }, iso(lease.slot)), el("td", {}, lease.attempt),
+      el("td", { class: "mono" }, lease.runner), el("td", { class: "mono" }, iso(lease.lease_expires_at)),
+      el("td", {}, lease.live ? badge("live", "ok") : badge("expired", "skipped")));
+  }
+
+  let readFailed = false;
+  async function refresh() {
+    try {
+      const response = await fetch("api/status");
+      const body = await response.json();
+      if (!response.ok) throw new Error(body.error.code + ": " + body.error.message);
+      document.querySelector("#jobs tbody").replaceChildren(
+        ...(body.jobs.length ? body.jobs.map(jobRow) : [el("tr", {}, el("td", { colspan: 9 }, "no instance declares a job yet"))]));
+      const leases = body.jobs.flatMap((job) => job.leases);
+      document.querySelector("#leases tbody").replaceChildren(
+        ...(leases.length ? leases.map(leaseRow) : [el("tr", {}, el("td", { colspan: 6 }, "no active leases"))]));
+      document.getElementById("updated").textContent = "store time " + iso(body.now);
+      document.body.dataset.loaded = "true";
+      if (readFailed) showError("");
+      readFailed = false;
+    } catch (error) {
+      readFailed = true;
+      showError("cannot read the status: " + error.message);
+    }
+  }
+
+  refresh();
+  setInterval(refresh, config.refreshMs);
+})();

@@ -1,0 +1,225 @@
+"""The status page in headless Chromium (Debian's, via selenium) with a live two-process fleet.
+
+Two OS processes run two jobs on one SQLite file; the page, served by uvicorn
+from the same file, must show both jobs with runs of both instances, and a
+pause button pressed in the browser must pause the job in the store.
+``ANARCHON_UPDATE_SCREENSHOT=1`` also writes docs/img/status-page.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import uvicorn
+from anarchon.memory import MemoryBackend
+from anarchon.registry import resolve_backend
+from anarchon.testing.fleet import Fleet, start_fleet
+from anarchon.web import BackendSource, create_app
+from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+from starlette.applications import Starlette
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+
+from chromium_browser import chromium_paths
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOT = ROOT / "docs" / "img" / "status-page.png"
+
+
+@dataclass
+class Page:
+    url: str
+    store: str
+    fleet: Fleet
+    driver: webdriver.Chrome
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    browser, driver_path = chromium_paths()  # fails loudly when it cannot be provisioned
+    tmp = tmp_path_factory.mktemp("web")
+    store = f"sqlite:///{tmp / 'fleet.db'}"
+    fleet = start_fleet(
+        store,
+        tmp_path=tmp / "fleet",
+        processes=2,
+        jobs=2,
+        job="billing",
+        every_ms=400,
+        jitter_ms=0,
+        handler_ms=150,
+        window_s=40.0,
+        startup_s=10.0,
+        scheduler_options={"lease": "5s", "heartbeat": "1s"},
+    )
+    app = create_app(BackendSource(store, jobs=fleet.jobs), refresh_s=0.5)
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,600"):
+        options.add_argument(flag)
+    with fleet:
+        fleet.wait_started(timeout=60)
+        with _serving(app) as url:
+            driver = webdriver.Chrome(service=Service(driver_path), options=options)
+            try:
+                yield Page(url, store, fleet, driver)
+            finally:
+                driver.quit()
+
+
+@contextmanager
+def _serving(app: Starlette) -> Iterator[str]:
+    """Serve ``app`` with uvicorn in a thread; yield its URL."""
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped before it started"
+        assert time.monotonic() < deadline, "uvicorn did not start within 30 s"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+_RUNS_JS = """
+return Array.from(document.querySelectorAll('tr[data-job="' + arguments[0] + '"] .timeline .run'))
+  .map((run) => [run.dataset.status, Number(run.dataset.slot), run.title]);
+"""
+
+
+def _runs(page: Page, job: str) -> list[tuple[str, int, str]]:
+    """The timeline of ``job`` as the page shows it now (read in one script: the page re-renders)."""
+    return [tuple(run) for run in page.driver.execute_script(_RUNS_JS, job)]
+
+
+def _run_instances(page: Page, job: str) -> set[str]:
+    return {title.split(" on ")[1].split(",")[0] for _, _, title in _runs(page, job)}
+
+
+def _both_instances(page: Page, job: str) -> Callable[[WebDriver], bool]:
+    return lambda _driver: _run_instances(page, job) == {"proc-0", "proc-1"}
+
+
+async def _store_slots(store: str, job: str) -> set[int]:
+    backend = resolve_backend(store)
+    await backend.init()
+    try:
+        return {r.slot for r in await backend.history(job, 200)}
+    finally:
+        await backend.close()
+
+
+def _click(page: Page, selector: str, timeout: float = 60) -> None:
+    """Click ``selector`` with the mouse, again if a refresh replaced it under the click."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            page.driver.find_element(By.CSS_SELECTOR, selector).click()
+            return
+        except (StaleElementReferenceException, NoSuchElementException):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_the_page_shows_the_jobs_and_runs_of_both_processes(page: Page) -> None:
+    page.driver.get(page.url)
+    wait = WebDriverWait(page.driver, 60, poll_frequency=0.5)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-loaded="true"]'))
+    for job in page.fleet.jobs:
+        wait.until(_both_instances(page, job))
+    rows = page.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#jobs tbody tr')).map((r) => r.dataset.job);"
+    )
+    assert rows == page.fleet.jobs
+    for job in page.fleet.jobs:
+        runs = _runs(page, job)
+        statuses = {status for status, _, _ in runs}
+        assert statuses <= {"ok", "running", "skipped"}, statuses  # skipped: overlap, under load
+        # what the timeline shows is what the store holds
+        shown = {slot for _, slot, _ in runs}
+        assert shown
+        assert shown <= asyncio.run(_store_slots(page.store, job))
+    assert page.driver.find_elements(By.CSS_SELECTOR, 'button[data-action="pause"]')
+    if os.environ.get("ANARCHON_UPDATE_SCREENSHOT") == "1":
+        time.sleep(1.0)
+        shot = Path(page.fleet.outs[0]).parent / "status-page.png"
+        assert page.driver.save_screenshot(str(shot))
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, SCREENSHOT)
+
+
+def test_a_pause_pressed_in_the_browser_pauses_the_job_in_the_store(page: Page) -> None:
+    job = page.fleet.jobs[0]
+    page.driver.get(page.url)
+    wait = WebDriverWait(page.driver, 60, poll_frequency=0.5)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-loaded="true"]'))
+    _click(page, f'button[data-job="{job}"][data-action="pause"]')
+    wait.until(
+        lambda d: (
+            d.find_elements(By.CSS_SELECTOR, f'button[data-job="{job}"][data-action="resume"]')
+            or d.find_element(By.ID, "error").text
+        )
+    )
+    assert page.driver.find_element(By.ID, "error").text == ""
+    backend = resolve_backend(page.store)
+
+    async def controls() -> dict[str, bool]:
+        await backend.init()
+        try:
+            return {name: c.paused for name, c in (await backend.controls()).items()}
+        finally:
+            await backend.close()
+
+    assert asyncio.run(controls()) == {job: True}
+
+
+def test_with_a_token_the_page_asks_for_it_before_a_pause_is_stored(page: Page) -> None:
+    backend = MemoryBackend()
+    app = create_app(BackendSource(backend, jobs=["nightly"]), token="s3cret", refresh_s=0.5)
+    selector = 'button[data-job="nightly"][data-action="pause"]'
+    wait = WebDriverWait(page.driver, 60, poll_frequency=0.2)
+    with _serving(app) as url:
+        page.driver.get(url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-loaded="true"]'))
+        token = page.driver.find_element(By.ID, "token")
+        assert token.is_displayed()
+        _click(page, selector)  # no token yet
+        wait.until(lambda d: "ANARCHON_UNAUTHORIZED" in d.find_element(By.ID, "error").text)
+        assert asyncio.run(backend.controls()) == {}
+        token.send_keys("s3cret")
+        _click(page, selector)
+        wait.until(
+            lambda d: d.find_elements(
+                By.CSS_SELECTOR, 'button[data-job="nightly"][data-action="resume"]'
+            )
+        )
+        assert page.driver.find_element(By.ID, "error").text == ""
+    assert asyncio.run(backend.controls())["nightly"].paused is True
