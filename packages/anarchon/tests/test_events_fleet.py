@@ -88,5 +88,6 @@ async def test_schedule_drift_is_emitted_on_every_instance_holding_the_job() -> 
         assert event.slot is None
         assert event.details is not None
         prints = event.details["fingerprints"]
-        assert len(prints) == 2 and sum(prints.values()) == 2
+        assert len(prints) == 2
+        assert sum(prints.values()) == 2
         assert event.details["this_instance"] in prints
