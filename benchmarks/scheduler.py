@@ -7,6 +7,11 @@ Run against a release build of the engine:
 
     (cd packages/anarchon && uv run --no-sync maturin develop --uv --release)
     uv run --no-sync python benchmarks/scheduler.py [--jobs 10000] [--seconds 20] [--interval 5]
+        [--events]
+
+``--events`` also runs anarchon with events and metrics on (Prometheus metrics
+attached, so every run emits ``run_started``/``run_finished``) and prints its
+CPU per run beside the figure without them.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def _anarchon(jobs: int, seconds: float, interval: float) -> dict[str, float]:
+async def _anarchon(
+    jobs: int, seconds: float, interval: float, events: bool = False
+) -> dict[str, float]:
     from anarchon import MemoryBackend, RunContext, Scheduler
 
     runs = 0
@@ -41,6 +48,11 @@ async def _anarchon(jobs: int, seconds: float, interval: float) -> dict[str, flo
     scheduler = Scheduler(MemoryBackend(), instance_id="bench")
     for n in range(jobs):
         scheduler.every(f"job-{n}", interval, handler, history_size=10)
+    if events:
+        from anarchon.metrics.prometheus import attach
+        from prometheus_client import CollectorRegistry
+
+        attach(scheduler, registry=CollectorRegistry())
     async with scheduler:
         await asyncio.sleep(interval + 2.5)  # warm-up: every job has fired once
         cpu0, runs0 = _cpu(), runs
@@ -71,8 +83,11 @@ async def _apscheduler(jobs: int, seconds: float, interval: float) -> dict[str, 
 
 
 def _child(which: str, jobs: int, seconds: float, interval: float) -> None:
-    runner = _anarchon if which == "anarchon" else _apscheduler
-    print(json.dumps(asyncio.run(runner(jobs, seconds, interval))))
+    if which == "apscheduler":
+        result = asyncio.run(_apscheduler(jobs, seconds, interval))
+    else:
+        result = asyncio.run(_anarchon(jobs, seconds, interval, events=which == "anarchon-events"))
+    print(json.dumps(result))
 
 
 def main() -> None:
@@ -82,7 +97,12 @@ def main() -> None:
     parser.add_argument(
         "--interval", type=float, default=5.0, help="seconds between slots of each job"
     )
-    parser.add_argument("--child", choices=["anarchon", "apscheduler"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--events", action="store_true", help="also measure anarchon with events and metrics on"
+    )
+    parser.add_argument(
+        "--child", choices=["anarchon", "anarchon-events", "apscheduler"], help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.child:
         _child(args.child, args.jobs, args.seconds, args.interval)
@@ -91,7 +111,8 @@ def main() -> None:
         f"{args.jobs} jobs every {args.interval:g}s, measured for {args.seconds:g}s, one process each"
     )
     results: dict[str, dict[str, float]] = {}
-    for which in ("anarchon", "apscheduler"):
+    children = ["anarchon", "apscheduler"] + (["anarchon-events"] if args.events else [])
+    for which in children:
         t0 = time.perf_counter()
         out = subprocess.run(
             [
@@ -119,7 +140,10 @@ def main() -> None:
     for which, label in (
         ("anarchon", "anarchon (memory)"),
         ("apscheduler", "APScheduler 3 AsyncIO"),
+        ("anarchon-events", "anarchon + events/metrics"),
     ):
+        if which not in results:
+            continue
         r = results[which]
         per_k[which] = 1000 * r["cpu_s"] * 1000 / max(r["runs"], 1)
         print(f"{label:<26}{int(r['runs']):>9}{per_k[which]:>20.1f}{r['peak_rss_mb']:>13.1f}")
@@ -127,6 +151,12 @@ def main() -> None:
     print(
         f"CPU per run, anarchon / APScheduler: {ratio:.2f}  (target <= 0.50: {'PASS' if ratio <= 0.5 else 'MISS'})"
     )
+    if "anarchon-events" in per_k:
+        overhead = per_k["anarchon-events"] / per_k["anarchon"] - 1
+        print(
+            f"events/metrics overhead in CPU per run: {overhead:+.1%}"
+            f"  (target <= +10%: {'PASS' if overhead <= 0.10 else 'MISS'})"
+        )
     print(
         "note: APScheduler runs in-process only (no coordination); anarchon claims each slot in its store"
     )

@@ -20,6 +20,7 @@ from anarchon.errors import (
     UnknownJobError,
     UnsupportedError,
 )
+from anarchon.events import Event
 from anarchon.history import build_history
 from anarchon.job_options import JobOptions
 from anarchon.memory import MemoryBackend
@@ -61,6 +62,7 @@ __all__ = [
     "Cron",
     "DedupeWindowError",
     "DuplicateJobError",
+    "Event",
     "Every",
     "ForeignDataError",
     "InvalidConfigError",

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from anarchon.clock import Clock
 from anarchon.errors import BackendError
+from anarchon.events import NO_EVENTS, EventBus, job_zone
 from anarchon.run_state import Phase, Run
 from anarchon.skip_log import SkipLog
 from anarchon.store_batches import StoreBatches, chunks
@@ -35,6 +36,9 @@ EARLY_ALLOWANCE_MS = 5_000
 
 class ClaimBatcher:
     """Sends claims in chunks and dispatches the outcomes."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``skipped`` (overlap, late) goes (set by the scheduler)."""
 
     def __init__(
         self,
@@ -132,20 +136,23 @@ class ClaimBatcher:
             self._refused(runs, _count_error(len(outcomes), len(runs)))
             return
         lease_until = sent + self.local_lease_s
+        latency_ms = (self.clock.monotonic() - sent) * 1000
         released: list[Run] = []
         early = 0
         for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
             kind = outcome.kind
             if kind == "won":
                 if self.stopping:
+                    run.attempt = outcome.attempt
                     released.append(run)
                 else:
+                    run.claim_latency_ms = latency_ms
                     self.on_won(run, outcome.attempt, lease_until)
             elif kind == "running" and not self.stopping:
                 self.on_backup(run, outcome.lease_expires_at)
             else:
-                if kind == "overlap":
-                    self._skips.skipped(run.job.name, run.slot)
+                if kind == "overlap" or (kind == "late" and not run.recheck):
+                    self._skipped(run, kind)
                 elif kind == "early":
                     early += 1
                 run.phase = (
@@ -222,6 +229,15 @@ class ClaimBatcher:
         except Exception as error:
             self.policy.report("release", error, job=run.job.name)
         run.phase = Phase.ENDED
+        # won while stopping: released at once, so a backup may take it (a hand-over)
+        self.events.emit(
+            "handed_over",
+            self.policy.now_ms(),
+            run.job.name,
+            run.slot,
+            run.attempt,
+            job_zone(run.job),
+        )
 
     # Claim-only backends -------------------------------------------------
 
@@ -234,6 +250,7 @@ class ClaimBatcher:
     async def _plain_chunk(self, runs: Sequence[Run]) -> None:
         inputs = [self._input(run) for run in runs]
         deadline = max(run.deadline_ms for run in runs)
+        sent = self.clock.monotonic()
         try:
             try:
                 answers = await self.policy.bounded(self.batches.plain_claim_many(inputs), deadline)
@@ -266,8 +283,10 @@ class ClaimBatcher:
             self._refused(runs, error)
             return
         won = set(winners)
+        latency_ms = (self.clock.monotonic() - sent) * 1000
         for i, run in enumerate(runs):
             if i in won:  # run even while stopping: without leases nobody else can
+                run.claim_latency_ms = latency_ms
                 self.on_won(run, 1, 0.0)
             else:
                 run.phase = Phase.ENDED
@@ -292,6 +311,15 @@ class ClaimBatcher:
         if answers is GAVE_UP:
             return None
         return [runs[i] for i in current], [inputs[i] for i in current], answers
+
+    def _skipped(self, run: Run, reason: str) -> None:
+        """Log (overlap: aggregated by the skip log) and emit ``skipped``."""
+        job = run.job
+        if reason == "overlap":
+            self._skips.skipped(job.name, run.slot)
+        self.events.emit(
+            "skipped", self.policy.now_ms(), job.name, run.slot, None, job_zone(job), reason=reason
+        )
 
     # Errors ----------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from anarchon.context import RunContext
+from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.tasks import TaskSet
 
@@ -31,6 +32,9 @@ Retries = Callable[[Run, Outcome, Callable[[Run], Awaitable[Outcome]]], Awaitabl
 
 class RunExecutor:
     """Starts handler tasks for winners and reports how each ended."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``run_started`` and ``taken_over`` go (set by the scheduler)."""
 
     def __init__(
         self,
@@ -70,8 +74,11 @@ class RunExecutor:
             ctx.loop = asyncio.get_running_loop()
         run.ctx = ctx
         self.active[(job.name, run.slot)] = run
+        reason = self.skip_check(job.name, run.slot) if self.skip_check is not None else None
+        if reason is None:
+            self._started(run, attempt)
         # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
-        run.task = asyncio.get_running_loop().create_task(self._execute(run))
+        run.task = asyncio.get_running_loop().create_task(self._execute(run, reason))
 
     def alive(self) -> list[Run]:
         """Runs whose handler still lives (a task not done, or a thread not returned)."""
@@ -81,18 +88,64 @@ class RunExecutor:
             if run.phase is Phase.RUNNING and run.task is not None and not run.task.done()
         ]
 
+    def _started(self, run: Run, attempt: int) -> None:
+        """Log the start (DEBUG; a takeover at INFO) and emit ``run_started``/``taken_over``."""
+        log, events = self.log, self.events
+        takeover = attempt > 1
+        if not (takeover or log.isEnabledFor(logging.DEBUG) or events.wants("run_started")):
+            return
+        job, slot = run.job, run.slot
+        zone = job_zone(job)
+        now = self.now_ms()
+        if takeover:
+            log.info(
+                "anarchon: %s slot %s taken over (attempt %d)",
+                job.name,
+                slot_iso(slot, zone),
+                attempt,
+                extra=log_extra(job.name, slot, attempt, self.instance_id, zone),
+            )
+            events.emit("taken_over", now, job.name, slot, attempt, zone)
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "anarchon: %s slot %s started (attempt %d)",
+                job.name,
+                slot_iso(slot, zone),
+                attempt,
+                extra=log_extra(job.name, slot, attempt, self.instance_id, zone),
+            )
+        events.emit(
+            "run_started",
+            now,
+            job.name,
+            slot,
+            attempt,
+            zone,
+            lateness_ms=now - slot,
+            claim_latency_ms=run.claim_latency_ms,
+        )
+
     def tasks_running(self) -> set[asyncio.Task[Any]]:
         """The handler tasks still running."""
         return {
             run.task for run in self.active.values() if run.task is not None and not run.task.done()
         }
 
-    async def _execute(self, run: Run) -> None:
-        reason = self.skip_check(run.job.name, run.slot) if self.skip_check is not None else None
+    async def _execute(self, run: Run, reason: str | None) -> None:
+        """Run the handler; ``reason``: the fleet-wide control's reason to skip the slot instead."""
         if reason is not None:  # the winner records the skip, so it is recorded once
             run.skip_reason = reason
             now = self.now_ms()
-            self.log.info("anarchon: %s slot %d skipped (%s)", run.job.name, run.slot, reason)
+            job = run.job
+            zone = job_zone(job)
+            self.log.info(
+                "anarchon: %s slot %s skipped (%s)",
+                job.name,
+                slot_iso(run.slot, zone),
+                reason,
+                extra=log_extra(job.name, run.slot, None, self.instance_id, zone),
+            )
+            self.events.emit("skipped", now, job.name, run.slot, None, zone, reason=reason)
             run.phase = Phase.FINISHING
             self.on_ended(run, ("skipped", None, now, now))
             return
@@ -143,8 +196,14 @@ class RunExecutor:
         except Exception as exc:
             run.exception = exc
             status, error = "error", f"{type(exc).__name__}: {exc}"
+            zone = job_zone(job)
             self.log.error(
-                "anarchon: job %s slot %d failed: %s", job.name, ctx.slot, error, exc_info=exc
+                "anarchon: job %s slot %s failed: %s",
+                job.name,
+                slot_iso(ctx.slot, zone),
+                error,
+                exc_info=exc,
+                extra=log_extra(job.name, ctx.slot, ctx.attempt, self.instance_id, zone),
             )
         finally:
             run.phase = Phase.FINISHING

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from anarchon.clock import Clock
+from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.lease_thread import LeaseThread
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.store_batches import StoreBatches, chunks
@@ -69,6 +70,9 @@ _REFUSED = {
 
 class LeaseKeeper:
     """Renews held leases in batches and schedules backup re-checks."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``lease_lost`` goes (set by the scheduler)."""
 
     def __init__(
         self,
@@ -310,12 +314,18 @@ class LeaseKeeper:
         if not run.holds_lease:
             return
         run.ending = Ending.LEASE_LOST
-        self.log.warning(
-            "anarchon: %s slot %d attempt %d lost its lease (%s); cancelling the handler",
-            run.job.name,
-            run.slot,
+        job = run.job
+        zone = job_zone(job)
+        self.log.info(
+            "anarchon: %s slot %s attempt %d lost its lease (%s); cancelling the handler",
+            job.name,
+            slot_iso(run.slot, zone),
             run.attempt,
             why,
+            extra=log_extra(job.name, run.slot, run.attempt, self.events.instance_id, zone),
+        )
+        self.events.emit(
+            "lease_lost", self.store_now(), job.name, run.slot, run.attempt, zone, reason=why
         )
         self.cancel(run, "lease_lost")
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from anarchon.clock import Clock
+from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.executor import Outcome
 from anarchon.run_state import Ending, Run
 from anarchon.store_batches import StoreBatches, chunks
@@ -29,6 +30,9 @@ FINISH_WINDOW_S = 0.003
 
 class ResultBatcher:
     """Collects ended runs and stores their ends in batches."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``run_finished``, ``handed_over`` and a late ``lease_lost`` go (set by the scheduler)."""
 
     def __init__(
         self,
@@ -106,11 +110,13 @@ class ResultBatcher:
         finishing: list[tuple[Run, StoredResult]] = []
         for run, result in chunk:
             if run.ending is Ending.LEASE_LOST:
-                self.log.warning(
-                    "anarchon: %s slot %d attempt %d lost its lease; its result is not stored",
+                zone = job_zone(run.job)
+                self.log.info(
+                    "anarchon: %s slot %s attempt %d lost its lease; its result is not stored",
                     run.job.name,
-                    run.slot,
+                    slot_iso(run.slot, zone),
                     run.attempt,
+                    extra=log_extra(run.job.name, run.slot, run.attempt, self.instance_id, zone),
                 )
                 self.on_stored(run)
             elif run.ending is Ending.HAND_OVER:
@@ -129,17 +135,31 @@ class ResultBatcher:
                     ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
                 )
                 stored.append(run)
+                self._finished(run, result)
             elif isinstance(ok, BaseException):
                 result.status = "error"
                 result.error = f"the store refused to finish the run: {describe_error(ok)}"
                 writes.append(
                     ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
                 )
+                self._finished(run, result)
             else:
-                self.log.warning(
-                    "anarchon: %s slot %d: lease lost before finish; result not stored",
+                zone = job_zone(run.job)
+                self.log.info(
+                    "anarchon: %s slot %s attempt %d: lease lost before finish; result not stored",
+                    run.job.name,
+                    slot_iso(run.slot, zone),
+                    run.attempt,
+                    extra=log_extra(run.job.name, run.slot, run.attempt, self.instance_id, zone),
+                )
+                self.events.emit(
+                    "lease_lost",
+                    self.policy.now_ms(),
                     run.job.name,
                     run.slot,
+                    run.attempt,
+                    zone,
+                    reason="another instance owns the run now",
                 )
         await self._save(writes)
 
@@ -210,13 +230,53 @@ class ResultBatcher:
         except Exception as error:
             self.policy.report("release", error, job=run.job.name)
             released = False
+        zone = job_zone(run.job)
         self.log.info(
-            "anarchon: %s slot %d handed over on stop (released=%s)",
+            "anarchon: %s slot %s attempt %d handed over on stop (released=%s)",
             run.job.name,
-            run.slot,
+            slot_iso(run.slot, zone),
+            run.attempt,
             released is True,
+            extra=log_extra(run.job.name, run.slot, run.attempt, self.instance_id, zone),
+        )
+        self.events.emit(
+            "handed_over", self.policy.now_ms(), run.job.name, run.slot, run.attempt, zone
         )
         self.on_stored(run)
+
+    def _finished(self, run: Run, result: StoredResult) -> None:
+        """Log the end of a run at DEBUG and emit ``run_finished`` (a skip emitted ``skipped``)."""
+        if result.status == "skipped":
+            return
+        log, events = self.log, self.events
+        debug = log.isEnabledFor(logging.DEBUG)
+        if not debug and not events.wants("run_finished"):
+            return
+        job = run.job
+        zone = job_zone(job)
+        started, finished = result.started_at, result.finished_at
+        duration = finished - started if started is not None and finished is not None else None
+        if debug:
+            log.debug(
+                "anarchon: %s slot %s attempt %d finished: %s in %s ms",
+                job.name,
+                slot_iso(run.slot, zone),
+                run.attempt,
+                result.status,
+                duration,
+                extra=log_extra(job.name, run.slot, run.attempt, self.instance_id, zone),
+            )
+        events.emit(
+            "run_finished",
+            finished if finished is not None else self.policy.now_ms(),
+            job.name,
+            run.slot,
+            run.attempt,
+            zone,
+            status=result.status,
+            duration_ms=duration,
+            error=result.error,
+        )
 
     # Claim-only backends -------------------------------------------------
 
@@ -226,7 +286,8 @@ class ResultBatcher:
             for run, result in chunk
         ]
         await self._save(writes)
-        for run, _result in chunk:
+        for run, result in chunk:
+            self._finished(run, result)
             self.on_stored(run)
 
     async def _save(self, writes: Sequence[ResultWrite]) -> None:

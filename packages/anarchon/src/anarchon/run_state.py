@@ -57,6 +57,7 @@ class Run:
     __slots__ = (
         "abandoned",
         "attempt",
+        "claim_latency_ms",
         "ctx",
         "deadline_ms",
         "ending",
@@ -89,6 +90,8 @@ class Run:
         """Set when the fleet-wide controls skip this won slot (``paused``, ``skip_next``)."""
         """True once this run has been a backup: its claims no longer create the run."""
         self.attempt = 0
+        self.claim_latency_ms: float | None = None
+        """The round trip of the claim that won this run (ms), for ``run_started``."""
         self.lease_until = 0.0
         """Monotonic time at which the last confirmed lease ends (the runner's view)."""
         self.store_error: str | None = None

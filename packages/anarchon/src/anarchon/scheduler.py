@@ -43,6 +43,7 @@ from anarchon.errors import (
     InvalidJobError,
     UnsupportedError,
 )
+from anarchon.events import EventBus, Listener, job_zone
 from anarchon.executor import RunExecutor
 from anarchon.fleet_controls import pause_job, resume_job, skip_job
 from anarchon.fleet_sync import DEFAULT_CONTROL_CACHE_S, DEFAULT_REFRESH_MS, FleetSync
@@ -190,7 +191,12 @@ class Scheduler:
             raise InvalidConfigError("instance_id must be a non-empty string")
         self.instance_id = instance_id or _default_instance_id()
         self.clock: Clock = clock or SystemClock()
-        self.log = logger or logging.getLogger("anarchon")
+        self.log = logger or logging.getLogger("anarchon.scheduler")
+        self._store_log = (
+            logger.getChild("store") if logger else logging.getLogger("anarchon.store")
+        )
+        self.events = EventBus(self.instance_id, self.log)
+        """The event bus: :meth:`on` subscribes; other parts (e.g. drift detection) call ``events.emit``."""
         self._jobs: dict[str, Job] = {}
         self._time = StoreTime(self.clock, self._clock_source())
         self._tasks = TaskSet()
@@ -209,6 +215,14 @@ class Scheduler:
     def jobs(self) -> dict[str, Job]:
         """The registered jobs, by name (a copy)."""
         return dict(self._jobs)
+
+    def on(self, kind: str, callback: Listener) -> Callable[[], None]:
+        """Call ``callback(event)`` (sync or async) for each event of ``kind``; returns an unsubscribe function.
+
+        The kinds are in :data:`anarchon.events.EVENT_KINDS`; delivery is off the
+        scheduling path (docs/operations.md, "Events").
+        """
+        return self.events.on(kind, callback)
 
     @property
     def leases(self) -> bool:
@@ -409,6 +423,7 @@ class Scheduler:
         await parts.fleet.refresh_controls()
         await parts.fleet.declare()
         self._started = True
+        self.events.start()
         self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
         self._tasks.spawn_loop(parts.fleet.run(), "anarchon-fleet")
         if parts.keeper is not None:
@@ -567,6 +582,9 @@ class Scheduler:
             settle=settle if leased else None,
             before_claims=fleet.refresh_controls,
         )
+        claims.events = executor.events = results.events = wakeups.events = self.events
+        if keeper is not None:
+            keeper.events = self.events
         return _Parts(policy, claims, executor, results, keeper, wakeups, fleet)
 
     async def run_due(self) -> list[RunRecord]:
@@ -595,6 +613,7 @@ class Scheduler:
     async def _run_due(self, submitted: list[Run]) -> list[RunRecord]:
         if self._parts is None:
             await self._open()
+        self.events.start()
         parts = self._parts
         assert parts is not None
         await self._sync_for_call(parts.policy)
@@ -687,6 +706,7 @@ class Scheduler:
         if parts.keeper is not None and parts.keeper.thread is not None:
             await parts.keeper.thread.stop(max(_JOIN_S, budget_end - loop.time()))
         await self._tasks.cancel_loops()
+        await self.events.stop()
         self._started = False
         self._parts = self._wakeups = None
         self.log.info("anarchon scheduler %s stopped", self.instance_id)
@@ -913,6 +933,14 @@ class Scheduler:
             mine,
             extra={"job": job, "fingerprints": fingerprints, "instance": self.instance_id},
         )
+        known = self._jobs.get(job)
+        self.events.emit(
+            "schedule_drift",
+            self._time.now_ms(),
+            job,
+            zone=job_zone(known) if known is not None else "UTC",
+            details={"fingerprints": dict(fingerprints), "this_instance": mine},
+        )
 
     # Internals -------------------------------------------------------
 
@@ -957,9 +985,15 @@ class Scheduler:
         return self.heartbeat_ms / 1000 if self.leases else DEFAULT_CALL_TIMEOUT_S
 
     def _new_policy(self) -> StorePolicy:
-        return StorePolicy(
-            self.backend, self.log, self._time.now_ms, self.max_in_flight, self.call_timeout_s
+        policy = StorePolicy(
+            self.backend,
+            self._store_log,
+            self._time.now_ms,
+            self.max_in_flight,
+            self.call_timeout_s,
         )
+        policy.events = self.events
+        return policy
 
     async def _sync_for_call(self, policy: StorePolicy) -> None:
         try:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from anarchon.backend import Backend
 from anarchon.errors import AnarchonError
+from anarchon.events import NO_EVENTS, EventBus
 
 __all__ = ["DEFAULT_CALL_TIMEOUT_S", "GAVE_UP", "CallTimeoutError", "StorePolicy", "describe_error"]
 
@@ -67,6 +68,9 @@ def describe_error(error: BaseException) -> str:
 
 class StorePolicy:
     """Bounded, retried store access for one scheduler."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``store_unavailable`` and ``store_recovered`` go (set by the scheduler)."""
 
     def __init__(
         self,
@@ -190,12 +194,19 @@ class StorePolicy:
                 self.backend.name,
                 describe_error(error),
             )
+            self.events.emit(
+                "store_unavailable",
+                self.now_ms(),
+                store=self.backend.name,
+                error=describe_error(error),
+            )
 
     def recovered(self) -> None:
         """Log the end of an outage."""
         if self.outage:
             self.outage = False
             self.log.info("anarchon: store %s reachable again", self.backend.name)
+            self.events.emit("store_recovered", self.now_ms(), store=self.backend.name)
 
     def report(self, what: str, error: BaseException, *, job: str | None = None) -> None:
         """Log a permanent store error at ERROR, once per kind of failure and error."""

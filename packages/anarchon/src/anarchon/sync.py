@@ -223,6 +223,10 @@ class SyncScheduler:
         """The registered jobs, by name (a copy)."""
         return self.scheduler.jobs
 
+    def on(self, kind: str, callback: Callable[[Any], Any]) -> Callable[[], None]:
+        """``Scheduler.on``: call ``callback(event)`` for each event of ``kind``; returns an unsubscribe function."""
+        return self.scheduler.on(kind, callback)
+
     @property
     def instance_id(self) -> str:
         """This instance's id."""

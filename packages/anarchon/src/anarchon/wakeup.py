@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from anarchon.events import NO_EVENTS, EventBus, job_zone, slot_iso
 from anarchon.jobs import Job
 from anarchon.run_state import Run
 from anarchon.store_retry import StorePolicy
@@ -32,6 +33,9 @@ _REWIND_MS = 1_000
 
 class WakeUpLoop:
     """Owns the timetable: adds and removes jobs, and turns due slots into claims."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``skipped`` (late) goes (set by the scheduler)."""
 
     def __init__(
         self,
@@ -133,7 +137,11 @@ class WakeUpLoop:
                     continue
                 deadline = slot + job.max_late_ms
                 if now > deadline:
-                    self.log.debug("anarchon: %s slot %d is late, not claimed", name, slot)
+                    zone = job_zone(job)
+                    self.log.debug(
+                        "anarchon: %s slot %s is late, not claimed", name, slot_iso(slot, zone)
+                    )
+                    self.events.emit("skipped", now, name, slot, None, zone, reason="late")
                     continue
                 due.append(self.new_run(job, slot, deadline))
             if due:
