@@ -179,18 +179,22 @@ async def test_stop_waits_for_running_handlers() -> None:
 
 async def test_sync_handler_runs_in_a_worker_thread() -> None:
     threads: list[str] = []
+    slots: list[int] = []
 
     def sync_job(ctx: RunContext) -> None:
         threads.append(threading.current_thread().name)
+        slots.append(ctx.slot)
 
     async with Scheduler(MemoryBackend(), instance_id="solo") as scheduler:
         scheduler.every("sync", "100ms", sync_job, jitter=0)
         await asyncio.sleep(0.45)
     assert threads
     assert threading.main_thread().name not in threads
-    records = await scheduler.history("sync")
-    assert records
-    assert all(r.status == "ok" for r in records)
+    # Every slot whose handler ran stored ``ok``. Other records may exist: the
+    # slot due just before start runs at once and can overlap the next one
+    # (skipped, overlap), and a slot claimed as stop() began is handed over.
+    records = {r.slot: r.status for r in await scheduler.history("sync")}
+    assert {slot: records.get(slot) for slot in slots} == dict.fromkeys(slots, "ok")
 
 
 def test_start_in_thread_runs_and_stops_synchronously() -> None:

@@ -52,12 +52,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import importlib
 import json
 import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -87,8 +89,19 @@ __all__ = [
 EDGE_SLOTS = 3
 """Slots left out at each end of the common window (processes starting or stopping)."""
 
-STDERR_TAIL = 3000
+STDERR_TAIL = 6000
 """How much of a failed process's stderr an assertion message shows."""
+
+CLOSE_S = 10.0
+"""How long a worker waits for its backend to close; longer fails the process (exit 1)."""
+
+HANG_DUMP_S = 30.0
+"""A worker still alive this long after its ``--until-ms`` prints its threads and tasks.
+
+:meth:`Fleet.wait` kills workers 40 s after the fleet's end; the dump before
+that says where a worker hung (a stop that did not return, a close that did
+not end), in the stderr the failure shows.
+"""
 
 _WORKER = "import sys; from anarchon.testing.fleet import main; sys.exit(main())"
 """How the harness starts a worker: like ``python -m anarchon.testing.fleet`` but without
@@ -721,13 +734,39 @@ async def _work(args: argparse.Namespace, out: IO[str]) -> None:
 
     for name in job_names(args.job, args.jobs):
         scheduler.every(name, args.every, handler, jitter=args.jitter, **dict(args.job_option))
+    watchdog = _hang_watchdog(asyncio.get_running_loop(), args.until_ms / 1000 + HANG_DUMP_S)
     try:
         async with scheduler:
             _record(out, f"start {await _store_ms(backend)}")
             await asyncio.sleep(max(0.0, args.until_ms / 1000 - time.time()))
             _record(out, f"stop {await _store_ms(backend)}")
     finally:
-        await backend.close()
+        try:
+            await asyncio.wait_for(backend.close(), CLOSE_S)
+        except TimeoutError:
+            print(f"fleet worker: backend.close() did not end within {CLOSE_S} s", file=sys.stderr)
+            raise
+        finally:
+            watchdog.cancel()
+
+
+def _hang_watchdog(loop: asyncio.AbstractEventLoop, at: float) -> threading.Timer:
+    """A timer that, at wall time ``at``, prints every thread's stack and every task's."""
+
+    def print_tasks() -> None:
+        for task in asyncio.all_tasks(loop):
+            print(f"task {task.get_name()}:", file=sys.stderr)
+            task.print_stack(file=sys.stderr)
+
+    def dump() -> None:
+        print("fleet worker still alive after its end: its threads and tasks", file=sys.stderr)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        loop.call_soon_threadsafe(print_tasks)
+
+    timer = threading.Timer(max(0.0, at - time.time()), dump)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _parser() -> argparse.ArgumentParser:
