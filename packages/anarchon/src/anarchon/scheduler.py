@@ -26,13 +26,13 @@ import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from anarchon.backend import Backend, RunStore
 from anarchon.claims import ClaimBatcher
 from anarchon.clock import Clock, SystemClock
 from anarchon.context import RunContext
+from anarchon.declaring import JobDeclarations
 from anarchon.due import take_due
 from anarchon.durations import Duration, to_ms
 from anarchon.errors import (
@@ -58,7 +58,7 @@ from anarchon.results import ResultBatcher
 from anarchon.retry_step import RetrySteps
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.scheduler_thread import SchedulerThread
-from anarchon.schedules import Cron, Every, Schedule
+from anarchon.schedules import Schedule
 from anarchon.store_batches import StoreBatches
 from anarchon.store_retry import DEFAULT_CALL_TIMEOUT_S, GAVE_UP, StorePolicy
 from anarchon.store_time import StoreTime
@@ -123,7 +123,7 @@ class _Parts:
         self.fleet = fleet
 
 
-class Scheduler:
+class Scheduler(JobDeclarations):
     """Runs recurring jobs so that, across every instance sharing a backend, each slot runs once.
 
     ``max_in_flight`` bounds the store operations this scheduler has in flight
@@ -228,109 +228,6 @@ class Scheduler:
     def leases(self) -> bool:
         """True when the backend provides leases (``backend.runs``)."""
         return self._runs is not None
-
-    @overload
-    def every(
-        self,
-        name: str,
-        interval: Duration | Every,
-        handler: None = None,
-        **options: Unpack[JobOptions],
-    ) -> Callable[[H], H]: ...
-    @overload
-    def every(
-        self, name: str, interval: Duration | Every, handler: H, **options: Unpack[JobOptions]
-    ) -> H: ...
-
-    def every(
-        self,
-        name: str,
-        interval: Duration | Every,
-        handler: H | None = None,
-        **options: Unpack[JobOptions],
-    ) -> H | Callable[[H], H]:
-        """Register a job every ``interval`` (epoch-aligned); a decorator without ``handler``.
-
-        ``options`` are the job options (:class:`~anarchon.job_options.JobOptions`).
-        """
-        schedule = interval if isinstance(interval, Every) else Every(interval)
-        return self._register(name, schedule, handler, dict(options))
-
-    @overload
-    def cron(
-        self,
-        name: str,
-        expression: str | Cron,
-        handler: None = None,
-        *,
-        tz: str = "UTC",
-        **options: Unpack[JobOptions],
-    ) -> Callable[[H], H]: ...
-    @overload
-    def cron(
-        self,
-        name: str,
-        expression: str | Cron,
-        handler: H,
-        *,
-        tz: str = "UTC",
-        **options: Unpack[JobOptions],
-    ) -> H: ...
-
-    def cron(
-        self,
-        name: str,
-        expression: str | Cron,
-        handler: H | None = None,
-        *,
-        tz: str = "UTC",
-        **options: Unpack[JobOptions],
-    ) -> H | Callable[[H], H]:
-        """Register a cron job (5 or 6 fields, seconds first) in zone ``tz``; a decorator without ``handler``."""
-        schedule = expression if isinstance(expression, Cron) else Cron(expression, tz=tz)
-        return self._register(name, schedule, handler, dict(options))
-
-    @overload
-    def at(
-        self,
-        name: str,
-        when: datetime | int,
-        handler: None = None,
-        **options: Unpack[JobOptions],
-    ) -> Callable[[H], H]: ...
-    @overload
-    def at(
-        self, name: str, when: datetime | int, handler: H, **options: Unpack[JobOptions]
-    ) -> H: ...
-
-    def at(
-        self,
-        name: str,
-        when: datetime | int,
-        handler: H | None = None,
-        **options: Unpack[JobOptions],
-    ) -> H | Callable[[H], H]:
-        """Register a one-off run at ``when`` (an aware datetime, or epoch ms); a decorator without ``handler``.
-
-        It runs once, on one instance of the fleet, claimed and leased like a
-        slot, and is recorded in history (docs/one-off-runs.md). Every instance
-        that declares it honours it; a restart after ``when`` still claims it
-        within ``max_late`` (or ``catch_up`` on lease backends).
-        """
-        return self._register(name, Once(when), handler, dict(options))
-
-    def _register(
-        self, name: str, schedule: Schedule, handler: H | None, options: dict[str, Any]
-    ) -> H | Callable[[H], H]:
-        if handler is None:
-
-            def decorator(fn: H) -> H:
-                self.add(name, schedule, fn, **options)
-                return fn
-
-            return decorator
-        self.add(name, schedule, handler, **options)
-        return handler
 
     def add(
         self, name: str, schedule: Schedule, handler: Handler, **options: Unpack[JobOptions]

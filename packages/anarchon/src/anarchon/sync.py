@@ -13,14 +13,13 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from anarchon.durations import Duration
+from anarchon.declaring import JobDeclarations
 from anarchon.errors import InvalidConfigError
 from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job
-from anarchon.schedules import Cron, Every, Schedule
+from anarchon.schedules import Schedule
 from anarchon.types import RunRecord
 
 if TYPE_CHECKING:
@@ -110,7 +109,7 @@ async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-class SyncScheduler:
+class SyncScheduler(JobDeclarations):
     """A :class:`Scheduler` used from sync code, with no asyncio in sight.
 
     >>> scheduler = SyncScheduler(backend="memory://", instance_id="web-1")
@@ -138,85 +137,6 @@ class SyncScheduler:
         self._running = False
 
     # Declaring jobs (no loop needed) ----------------------------------
-
-    @overload
-    def every(
-        self,
-        name: str,
-        interval: Duration | Every,
-        handler: None = None,
-        **options: Unpack[JobOptions],
-    ) -> Callable[[H], H]: ...
-    @overload
-    def every(
-        self, name: str, interval: Duration | Every, handler: H, **options: Unpack[JobOptions]
-    ) -> H: ...
-
-    def every(
-        self,
-        name: str,
-        interval: Duration | Every,
-        handler: H | None = None,
-        **options: Unpack[JobOptions],
-    ) -> H | Callable[[H], H]:
-        """``Scheduler.every``: a job every interval (decorator without ``handler``)."""
-        return self.scheduler.every(name, interval, handler, **options)
-
-    @overload
-    def cron(
-        self,
-        name: str,
-        expression: str | Cron,
-        handler: None = None,
-        *,
-        tz: str = "UTC",
-        **options: Unpack[JobOptions],
-    ) -> Callable[[H], H]: ...
-    @overload
-    def cron(
-        self,
-        name: str,
-        expression: str | Cron,
-        handler: H,
-        *,
-        tz: str = "UTC",
-        **options: Unpack[JobOptions],
-    ) -> H: ...
-
-    def cron(
-        self,
-        name: str,
-        expression: str | Cron,
-        handler: H | None = None,
-        *,
-        tz: str = "UTC",
-        **options: Unpack[JobOptions],
-    ) -> H | Callable[[H], H]:
-        """``Scheduler.cron``: a cron job (decorator without ``handler``)."""
-        return self.scheduler.cron(name, expression, handler, tz=tz, **options)
-
-    @overload
-    def at(
-        self,
-        name: str,
-        when: datetime | int,
-        handler: None = None,
-        **options: Unpack[JobOptions],
-    ) -> Callable[[H], H]: ...
-    @overload
-    def at(
-        self, name: str, when: datetime | int, handler: H, **options: Unpack[JobOptions]
-    ) -> H: ...
-
-    def at(
-        self,
-        name: str,
-        when: datetime | int,
-        handler: H | None = None,
-        **options: Unpack[JobOptions],
-    ) -> H | Callable[[H], H]:
-        """``Scheduler.at``: a one-off run (decorator without ``handler``; docs/one-off-runs.md)."""
-        return self.scheduler.at(name, when, handler, **options)
 
     @property
     def jobs(self) -> dict[str, Job]:
