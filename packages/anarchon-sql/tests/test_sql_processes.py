@@ -37,7 +37,7 @@ def _lines(path: Path) -> list[list[str]]:
 
 
 def _fleet(url: str, reader: Backend, tmp_path: Path) -> None:
-    """8 processes, one 200 ms job, >= 20 s together: every slot ran exactly once.
+    """8 processes, one 200 ms job, >= 10 s together: every slot ran exactly once.
 
     Exactly once and none missed, from the processes' records and from history
     (see ``anarchon.testing.fleet``); leases on, so every run is attempt 1.
@@ -46,7 +46,7 @@ def _fleet(url: str, reader: Backend, tmp_path: Path) -> None:
         url,
         tmp_path=tmp_path,
         processes=8,
-        window_s=20.0,
+        window_s=10.0,
         reader=reader,
         scheduler_options={"lease": "5s", "heartbeat": "1s"},
         job_options={"overlap": True},

@@ -502,18 +502,31 @@ def job_names(job: str, jobs: int = 1) -> list[str]:
     return [job] if jobs == 1 else [f"{job}-{k}" for k in range(jobs)]
 
 
+HISTORY_READS_IN_FLIGHT = 16
+"""How many jobs' histories :func:`read_history` reads at once."""
+
+
 def read_history(reader: Backend | str, job: str | Sequence[str], limit: int) -> list[RunRecord]:
-    """``reader.history(job, limit)`` (of each job, one after the other) in a fresh event loop."""
+    """``reader.history(job, limit)`` of each job in a fresh event loop, in the order given.
+
+    Up to :data:`HISTORY_READS_IN_FLIGHT` reads are in flight at once, so a
+    fleet of thousands of jobs is read in seconds on a store with a round
+    trip per read.
+    """
     backend = resolve_backend(reader)
     jobs = [job] if isinstance(job, str) else list(job)
 
     async def read() -> list[RunRecord]:
         await backend.init()
+        gate = asyncio.Semaphore(HISTORY_READS_IN_FLIGHT)
+
+        async def one(name: str) -> list[RunRecord]:
+            async with gate:
+                return await backend.history(name, limit)
+
         try:
-            records: list[RunRecord] = []
-            for name in jobs:
-                records.extend(await backend.history(name, limit))
-            return records
+            parts = await asyncio.gather(*(one(name) for name in jobs))
+            return [record for part in parts for record in part]
         finally:
             await backend.close()
 
@@ -714,7 +727,12 @@ def _record(out: IO[str], text: str) -> None:
 
 
 async def _store_ms(backend: Backend) -> int:
-    now = await backend.now_ms()
+    """The store's time; this machine's when the store has no clock or does not answer in 10 s."""
+    try:
+        now = await asyncio.wait_for(backend.now_ms(), CLOSE_S)
+    except TimeoutError:
+        print(f"fleet worker: the store's clock did not answer within {CLOSE_S} s", file=sys.stderr)
+        now = None
     return now if now is not None else time.time_ns() // 1_000_000
 
 
