@@ -28,7 +28,7 @@ be importable in the child processes: the parent's ``sys.path`` is passed on.
 Each process is the worker of this module::
 
     python -m anarchon.testing.fleet worker (--backend URL | --factory MOD:FUNC)
-        --instance ID --job NAME --until-ms T --out PATH [--every 200ms]
+        --instance ID --job NAME --until-ms T [--until-file F] --out PATH [--every 200ms]
         [--jitter 50ms] [--handler-ms 0] [--jobs 1] [--clock-skew-ms 0]
         [--factory-arg KEY=VALUE ...] [--scheduler-option KEY=VALUE ...]
         [--job-option KEY=VALUE ...] [--log-level WARNING]
@@ -36,8 +36,8 @@ Each process is the worker of this module::
 It appends to ``PATH`` ``start <store_ms>`` once its scheduler runs,
 ``run <slot> <attempt> <instance> <started_ms> <job>`` from each run's handler
 (``started_ms``: this machine's wall clock when the handler started) and
-``stop <store_ms>`` when wall time reaches ``T`` (ms since the epoch), then
-stops its scheduler. With ``--jobs N`` (N > 1) it runs N identical jobs named
+``stop <store_ms>`` when wall time reaches ``T`` (ms since the epoch), or the
+earlier time the file ``F`` names once it exists, then stops its scheduler. With ``--jobs N`` (N > 1) it runs N identical jobs named
 ``NAME-0`` ... ``NAME-<N-1>``; with ``--clock-skew-ms`` its scheduler reads
 time through :class:`~anarchon.clock.SkewedClock` (an instance whose wall
 clock is wrong; the records' ``started_ms`` stay the true time). Option values are JSON when they parse as JSON
@@ -95,8 +95,11 @@ STDERR_TAIL = 6000
 CLOSE_S = 10.0
 """How long a worker waits for its backend to close; longer fails the process (exit 1)."""
 
+UNTIL_POLL_S = 0.2
+"""How often a worker looks at its ``--until-file``."""
+
 HANG_DUMP_S = 30.0
-"""A worker still alive this long after its ``--until-ms`` prints its threads and tasks.
+"""A worker still alive this long after its end prints its threads and tasks.
 
 :meth:`Fleet.wait` kills workers 40 s after the fleet's end; the dump before
 that says where a worker hung (a stop that did not return, a close that did
@@ -148,6 +151,8 @@ class FleetResult:
     elapsed_s: float = 0.0
     jobs: list[str] = field(default_factory=list)
     """Every job of the fleet (empty: just ``job``)."""
+    history_s: float = 0.0
+    """How long reading ``history`` took (included in ``elapsed_s``)."""
 
     _index: tuple[tuple[int, int], dict[str, list[FleetRun]]] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -341,7 +346,7 @@ class FleetResult:
         return (
             f"{self.processes} processes, {len(window)} slots{jobs} in {self.common_s:.1f} s,"
             f" {len(self.runs)} runs, wins per instance {dict(sorted(winners.items()))},"
-            f" {self.elapsed_s:.1f} s in all"
+            f" {self.elapsed_s:.1f} s in all ({self.history_s:.1f} s reading history)"
         )
 
 
@@ -404,8 +409,10 @@ class Fleet:
         window_s: float,
         until_ms: int,
         jobs: int = 1,
+        until_file: Path | None = None,
     ) -> None:
         self.procs = procs
+        self.until_file = until_file
         self.jobs = job_names(job, jobs)
         self.outs = outs
         self.errs = errs
@@ -460,6 +467,28 @@ class Fleet:
                 )
             time.sleep(0.05)
 
+    def end_after_start(self, startup_s: float, margin_s: float) -> bool:
+        """Once every process runs, end the fleet ``window_s + margin_s`` later; False: not all did.
+
+        :func:`start_fleet` gives the processes ``startup_s`` to start, so
+        they run until ``startup_s + window_s + margin_s`` from their launch.
+        When all of them start sooner, the fleet ends sooner (through the
+        workers' ``--until-file``), still with ``window_s`` together.
+        """
+        deadline = time.monotonic() + startup_s
+        while self.started() < len(self.procs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                return False
+            time.sleep(0.05)
+        until_ms = int((time.time() + self.window_s + margin_s) * 1000)
+        if self.until_file is None or until_ms >= self.until_ms:
+            return True
+        partial = self.until_file.with_suffix(".tmp")
+        partial.write_text(str(until_ms))
+        partial.replace(self.until_file)  # atomic: a worker never reads half a number
+        self.until_ms = until_ms
+        return True
+
     def wait(
         self, timeout: float | None = None, *, reader: Backend | str | None = None
     ) -> FleetResult:
@@ -493,7 +522,10 @@ class Fleet:
         if reader is not None:
             span_ms = self.until_ms - (min(result.starts) if result.starts else self.until_ms)
             limit = max(2000, 2 * span_ms // self.every_ms + 100)
+            read_from = time.monotonic()
             result.history = read_history(reader, self.jobs, limit)
+            result.history_s = time.monotonic() - read_from
+            result.elapsed_s += result.history_s
         return result
 
 
@@ -570,11 +602,13 @@ def start_fleet(
     job = job or f"fleet-{uuid.uuid4().hex[:8]}"
     tmp = Path(tmp_path)
     tmp.mkdir(parents=True, exist_ok=True)
-    margin_s = 2.0 + 2 * EDGE_SLOTS * every_ms / 1000
+    margin_s = _margin_s(every_ms)
     until_ms = int((time.time() + startup_s + window_s + margin_s) * 1000)
+    until_file = tmp / "until.txt"
+    until_file.unlink(missing_ok=True)
     common = [
         *(["--backend", backend] if backend is not None else ["--factory", str(factory)]),
-        *["--job", job, "--until-ms", str(until_ms)],
+        *["--job", job, "--until-ms", str(until_ms), "--until-file", str(until_file)],
         *["--every", f"{every_ms}ms", "--jitter", f"{jitter_ms}ms"],
         *["--handler-ms", str(handler_ms), "--log-level", log_level, "--jobs", str(jobs)],
         *_options("--factory-arg", factory_args),
@@ -621,7 +655,13 @@ def start_fleet(
         window_s=window_s,
         until_ms=until_ms,
         jobs=jobs,
+        until_file=until_file,
     )
+
+
+def _margin_s(every_ms: int) -> float:
+    """The time a fleet runs beyond its window: slots at both edges are not checked."""
+    return 2.0 + 2 * EDGE_SLOTS * every_ms / 1000
 
 
 def run_fleet(
@@ -667,8 +707,10 @@ def run_fleet(
     - ``clock_skews_ms``: process ``i`` runs with its clock shifted by
       ``clock_skews_ms[i % len]`` ms (:class:`~anarchon.clock.SkewedClock`).
 
-    Processes still running 40 s after the fleet's end are killed (and fail
-    the check). Returns the :class:`FleetResult`.
+    The fleet ends ``window_s`` (plus a margin for the edge slots) after its
+    last process started (:meth:`Fleet.end_after_start`). Processes still
+    running 40 s after the fleet's end are killed (and fail the check).
+    Returns the :class:`FleetResult`.
     """
     fleet = start_fleet(
         backend,
@@ -690,6 +732,7 @@ def run_fleet(
         clock_skews_ms=clock_skews_ms,
     )
     with fleet:
+        fleet.end_after_start(startup_s, _margin_s(every_ms))
         result = fleet.wait(reader=reader)
     if check:
         result.assert_exactly_once()
@@ -752,11 +795,12 @@ async def _work(args: argparse.Namespace, out: IO[str]) -> None:
 
     for name in job_names(args.job, args.jobs):
         scheduler.every(name, args.every, handler, jitter=args.jitter, **dict(args.job_option))
-    watchdog = _hang_watchdog(asyncio.get_running_loop(), args.until_ms / 1000 + HANG_DUMP_S)
+    watchdog: threading.Timer | None = None
     try:
         async with scheduler:
             _record(out, f"start {await _store_ms(backend)}")
-            await asyncio.sleep(max(0.0, args.until_ms / 1000 - time.time()))
+            await _sleep_until(args.until_ms / 1000, args.until_file)
+            watchdog = _hang_watchdog(asyncio.get_running_loop(), time.time() + HANG_DUMP_S)
             _record(out, f"stop {await _store_ms(backend)}")
     finally:
         try:
@@ -765,7 +809,23 @@ async def _work(args: argparse.Namespace, out: IO[str]) -> None:
             print(f"fleet worker: backend.close() did not end within {CLOSE_S} s", file=sys.stderr)
             raise
         finally:
-            watchdog.cancel()
+            if watchdog is not None:
+                watchdog.cancel()
+
+
+async def _sleep_until(until: float, until_file: str | None) -> None:
+    """Sleep until wall time ``until``, or the earlier time ``until_file`` names (epoch ms)."""
+    while (left := until - time.time()) > 0:
+        await asyncio.sleep(min(left, UNTIL_POLL_S))
+        if until_file is not None:
+            until = min(until, _read_until(Path(until_file)))
+
+
+def _read_until(path: Path) -> float:
+    try:
+        return int(path.read_text()) / 1000
+    except (OSError, ValueError):
+        return float("inf")  # not written yet (or half written)
 
 
 def _hang_watchdog(loop: asyncio.AbstractEventLoop, at: float) -> threading.Timer:
@@ -801,6 +861,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--instance", required=True, help="the scheduler's instance_id")
     worker.add_argument("--job", required=True, help="the job's name")
     worker.add_argument("--until-ms", type=int, required=True, help="wall time to stop at")
+    worker.add_argument("--until-file", help="a file that may name an earlier stop (epoch ms)")
     worker.add_argument("--out", required=True, help="the file to append records to")
     worker.add_argument("--every", default="200ms", help="the job's interval")
     worker.add_argument("--jitter", default="50ms", help="the job's jitter")
