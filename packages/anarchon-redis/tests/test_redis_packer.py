@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aio
 import valkey.asyncio as valkey_aio
-from redis.exceptions import DataError
-
 from anarchon_redis._client import REDIS_DRIVER, VALKEY_DRIVER
 from anarchon_redis._packer import HIREDIS_PACKING, pack_with_hiredis
+from redis.exceptions import DataError
 
 COMMANDS = [
     ("EVALSHA", "ab" * 20, 2, "k:1", b"k:\xff", 0, -1, 1 << 70, 2.5, 0.1, 1e20, "é", ""),
@@ -37,7 +36,7 @@ def test_same_bytes_as_the_driver(module: object) -> None:
 def test_refused_arguments_raise_the_drivers_error() -> None:
     client = aio.Redis()
     assert pack_with_hiredis(client)
-    fast = client.connection_pool.make_connection()
+    fast = client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
     with pytest.raises(DataError):
         fast.pack_command("SET", "k", True)
     with pytest.raises(DataError):

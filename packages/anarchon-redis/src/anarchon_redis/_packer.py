@@ -14,10 +14,12 @@ A client handed in by the application is left as it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["HIREDIS_PACKING", "pack_with_hiredis"]
 
+_pack: Callable[[tuple[Any, ...]], bytes] | None
 try:
     from hiredis import pack_command as _pack
 except ImportError:  # pragma: no cover - depends on the installed extras
@@ -43,7 +45,8 @@ class _HiredisPacking:
         elif isinstance(head, bytes) and b" " in head:
             args = (*head.split(), *args[1:])
         try:
-            return [_pack(args)]  # type: ignore[misc]
+            assert _pack is not None
+            return [_pack(args)]
         except TypeError:
             return super().pack_command(*args)  # type: ignore[misc,no-any-return]
 
@@ -64,7 +67,7 @@ def pack_with_hiredis(client: Any) -> bool:
     """
     if _pack is None:
         return False
-    pool = getattr(client, "connection_pool", None)
+    pool: Any = getattr(client, "connection_pool", None)
     base = getattr(pool, "connection_class", None)
     kwargs = getattr(pool, "connection_kwargs", None)
     if not isinstance(base, type) or not isinstance(kwargs, dict):
