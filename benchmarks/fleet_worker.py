@@ -1,7 +1,7 @@
 """One anarchon process of ``benchmarks/fleet.py`` (run by it, not by hand).
 
     python fleet_worker.py --kind KIND --url URL --jobs J --every-ms I --instance NAME
-                           --plan PLAN.json --out FILE
+                           --plan PLAN.json --out FILE [--observe] [--no-gc-freeze]
 
 Declares ``J`` interval jobs ``j000000`` ... every ``I`` ms with ``jitter=0``
 (every other option at its default), starts the scheduler, writes
@@ -13,6 +13,11 @@ plan's instants (see ``fleet_common.Sampler``), and when the scheduler
 was ready. The result is written before the scheduler's ``stop()``;
 ``FILE.stopped`` (the time) once it stopped. Warnings of the scheduler go
 to stderr.
+
+``--observe`` turns on what a team watching the fleet would: a sync and an
+async ``scheduler.on()`` callback for every event kind, Prometheus and
+OpenTelemetry (SDK meter provider with an in-memory reader) metrics, and the
+fleet registry refreshed every 5 s instead of every 120 s.
 """
 
 from __future__ import annotations
@@ -23,11 +28,39 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fleet_counting
 from fleet_common import Sampler, read_plan, signal_ready, signal_stopped, wall_ms, write_result
+
+OBSERVE_REFRESH_S = 5.0
+"""``--observe``: how often the fleet registry is refreshed (the default is 120 s)."""
+
+
+def observe(scheduler: Any) -> dict[str, int]:
+    """Subscribe callbacks to every event kind and attach both metrics exporters; the counts."""
+    from anarchon.events import EVENT_KINDS
+    from anarchon.metrics import otel, prometheus
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from prometheus_client import CollectorRegistry
+
+    seen: dict[str, int] = {}
+
+    def count(event: Any) -> None:
+        seen[event.kind] = seen.get(event.kind, 0) + 1
+
+    async def count_async(event: Any) -> None:
+        seen["async"] = seen.get("async", 0) + 1
+
+    for kind in sorted(EVENT_KINDS):
+        scheduler.on(kind, count)
+        scheduler.on(kind, count_async)
+    prometheus.attach(scheduler, registry=CollectorRegistry())
+    otel.attach(scheduler, MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    return seen
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -41,10 +74,16 @@ async def run(args: argparse.Namespace) -> None:
         record((int(ctx.job[1:]), ctx.slot, wall_ms() - ctx.slot))
 
     began = time.time()
-    scheduler = Scheduler(args.url, instance_id=args.instance)
+    scheduler = Scheduler(
+        args.url,
+        instance_id=args.instance,
+        fleet_refresh=OBSERVE_REFRESH_S if args.observe else 120.0,
+        gc_freeze=not args.no_gc_freeze,
+    )
     every = f"{args.every_ms}ms"
     for n in range(args.jobs):
         scheduler.every(f"j{n:06d}", every, handler, jitter=0)
+    seen = observe(scheduler) if args.observe else {}
     async with scheduler:
         ready = time.time()
         signal_ready(args.out)
@@ -66,6 +105,7 @@ async def run(args: argparse.Namespace) -> None:
                 "stopping": time.time(),
                 "samples": sampler.samples,
                 "starts": list(starts),
+                "events": dict(seen),
             },
         )
     signal_stopped(args.out)
@@ -80,6 +120,8 @@ def main() -> None:
     parser.add_argument("--instance", required=True)
     parser.add_argument("--plan", required=True, help="the parent's plan file (JSON)")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--observe", action="store_true", help="events, metrics and registry on")
+    parser.add_argument("--no-gc-freeze", action="store_true", help="Scheduler(gc_freeze=False)")
     args = parser.parse_args()
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s %(message)s"
