@@ -24,11 +24,12 @@ the method):
   of its own (``--peer-venv``, created with ``uv`` on first use);
 - ratios: anarchon vs raw, anarchon vs APScheduler.
 
-``--observe`` runs every anarchon fleet a second time with events, metrics
-and the registry on (``fleet_worker.py --observe``: a sync and an async
-``scheduler.on()`` callback for every kind, Prometheus and OpenTelemetry
-metrics, the registry refreshed every 5 s) and prints the with/without
-ratio of CPU per job-slot and of lateness p99 (issue target: within 10 %).
+``--observe [PARTS]`` runs every anarchon fleet a second time with the
+worker's ``--observe PARTS`` (a comma list of ``prometheus`` - the default -,
+``otel`` and ``callbacks``: a sync and an async ``scheduler.on()`` callback
+for every kind; the registry is then refreshed every 5 s) and prints the
+with/without ratio of CPU per job-slot and of lateness p99 (issue target:
+within 10 %).
 ``--no-gc-freeze``: the workers' schedulers do not freeze the objects alive
 at start (``Scheduler(gc_freeze=False)``, the behaviour before it existed).
 
@@ -479,7 +480,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--window", type=float, help="measured seconds per run (default 40)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_SHAPE}, 4 s, small refs")
     parser.add_argument(
-        "--observe", action="store_true", help="also run with events, metrics and registry on"
+        "--observe",
+        nargs="?",
+        const="prometheus",
+        help="also run with metrics/callbacks on: prometheus (the default), otel, callbacks",
     )
     parser.add_argument(
         "--no-gc-freeze",
@@ -546,17 +550,17 @@ def bench_anarchon(
     shape: Shape,
     workdir: Path,
     *,
-    observe: bool = False,
+    observe: str | None = None,
 ) -> FleetFigures:
-    """The anarchon fleet of ``shape`` on ``url``, printed (``observe``: events/metrics/registry on)."""
-    side = "anarchon + events/metrics/registry" if observe else "anarchon"
+    """The anarchon fleet of ``shape`` on ``url``, printed (``observe``: the worker's parts on)."""
+    side = f"anarchon + {observe}" if observe else "anarchon"
     try:
         fleet = run_fleet(
             store,
             url,
             shape,
             side=side,
-            extra_args=(("--observe",) if observe else ())
+            extra_args=(("--observe", observe) if observe else ())
             + (("--no-gc-freeze",) if args.no_gc_freeze else ()),
             python=sys.executable,
             worker=HERE / "fleet_worker.py",
@@ -672,7 +676,12 @@ def bench_store(
                 entry["anarchon"] = asdict(fleet) | {"cpu_us": fleet.cpu_us}
                 if args.observe:
                     observed = bench_anarchon(
-                        args, store, store.url(), shape, tmp / f"{kind}-{n}-observe", observe=True
+                        args,
+                        store,
+                        store.url(),
+                        shape,
+                        tmp / f"{kind}-{n}-observe",
+                        observe=args.observe,
                     )
                     entry["anarchon_observe"] = asdict(observed) | {"cpu_us": observed.cpu_us}
                     entry.setdefault("ratios", {}).update(print_observe_ratios(fleet, observed))

@@ -1,7 +1,7 @@
 """One anarchon process of ``benchmarks/fleet.py`` (run by it, not by hand).
 
     python fleet_worker.py --kind KIND --url URL --jobs J --every-ms I --instance NAME
-                           --plan PLAN.json --out FILE [--observe] [--no-gc-freeze]
+                           --plan PLAN.json --out FILE [--observe PARTS] [--no-gc-freeze]
 
 Declares ``J`` interval jobs ``j000000`` ... every ``I`` ms with ``jitter=0``
 (every other option at its default), starts the scheduler, writes
@@ -14,10 +14,11 @@ was ready. The result is written before the scheduler's ``stop()``;
 ``FILE.stopped`` (the time) once it stopped. Warnings of the scheduler go
 to stderr.
 
-``--observe`` turns on what a team watching the fleet would: a sync and an
-async ``scheduler.on()`` callback for every event kind, Prometheus and
-OpenTelemetry (SDK meter provider with an in-memory reader) metrics, and the
-fleet registry refreshed every 5 s instead of every 120 s.
+``--observe PARTS`` turns on what a team watching the fleet would (a comma
+list): ``prometheus`` and ``otel`` (SDK meter provider with an in-memory
+reader) metrics, ``callbacks`` (a sync and an async ``scheduler.on()``
+callback for every event kind); with any of them the fleet registry is
+refreshed every 5 s instead of every 120 s.
 """
 
 from __future__ import annotations
@@ -39,27 +40,37 @@ OBSERVE_REFRESH_S = 5.0
 """``--observe``: how often the fleet registry is refreshed (the default is 120 s)."""
 
 
-def observe(scheduler: Any) -> dict[str, int]:
-    """Subscribe callbacks to every event kind and attach both metrics exporters; the counts."""
+OBSERVE_PARTS = ("prometheus", "otel", "callbacks")
+
+
+def observe(scheduler: Any, parts: set[str]) -> dict[str, int]:
+    """Turn on ``parts``: Prometheus and/or OpenTelemetry metrics, and ``callbacks`` (a sync and
+    an async ``scheduler.on()`` callback for every event kind); returns the callbacks' counts."""
     from anarchon.events import EVENT_KINDS
-    from anarchon.metrics import otel, prometheus
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from prometheus_client import CollectorRegistry
 
     seen: dict[str, int] = {}
+    if "callbacks" in parts:
 
-    def count(event: Any) -> None:
-        seen[event.kind] = seen.get(event.kind, 0) + 1
+        def count(event: Any) -> None:
+            seen[event.kind] = seen.get(event.kind, 0) + 1
 
-    async def count_async(event: Any) -> None:
-        seen["async"] = seen.get("async", 0) + 1
+        async def count_async(event: Any) -> None:
+            seen["async"] = seen.get("async", 0) + 1
 
-    for kind in sorted(EVENT_KINDS):
-        scheduler.on(kind, count)
-        scheduler.on(kind, count_async)
-    prometheus.attach(scheduler, registry=CollectorRegistry())
-    otel.attach(scheduler, MeterProvider(metric_readers=[InMemoryMetricReader()]))
+        for kind in sorted(EVENT_KINDS):
+            scheduler.on(kind, count)
+            scheduler.on(kind, count_async)
+    if "prometheus" in parts:
+        from anarchon.metrics import prometheus
+        from prometheus_client import CollectorRegistry
+
+        prometheus.attach(scheduler, registry=CollectorRegistry())
+    if "otel" in parts:
+        from anarchon.metrics import otel
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        otel.attach(scheduler, MeterProvider(metric_readers=[InMemoryMetricReader()]))
     return seen
 
 
@@ -77,13 +88,14 @@ async def run(args: argparse.Namespace) -> None:
     scheduler = Scheduler(
         args.url,
         instance_id=args.instance,
-        fleet_refresh=OBSERVE_REFRESH_S if args.observe else 120.0,
+        fleet_refresh=OBSERVE_REFRESH_S if args.observe is not None else 120.0,
         gc_freeze=not args.no_gc_freeze,
     )
     every = f"{args.every_ms}ms"
     for n in range(args.jobs):
         scheduler.every(f"j{n:06d}", every, handler, jitter=0)
-    seen = observe(scheduler) if args.observe else {}
+    parts = set() if args.observe is None else set(args.observe.split(","))
+    seen = observe(scheduler, parts) if parts else {}
     async with scheduler:
         ready = time.time()
         signal_ready(args.out)
@@ -120,7 +132,9 @@ def main() -> None:
     parser.add_argument("--instance", required=True)
     parser.add_argument("--plan", required=True, help="the parent's plan file (JSON)")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--observe", action="store_true", help="events, metrics and registry on")
+    parser.add_argument(
+        "--observe", help=f"comma list of {', '.join(OBSERVE_PARTS)} (and the registry every 5 s)"
+    )
     parser.add_argument("--no-gc-freeze", action="store_true", help="Scheduler(gc_freeze=False)")
     args = parser.parse_args()
     logging.basicConfig(
