@@ -17,8 +17,8 @@ to stderr.
 ``--observe PARTS`` turns on what a team watching the fleet would (a comma
 list): ``prometheus`` and ``otel`` (SDK meter provider with an in-memory
 reader) metrics, ``callbacks`` (a sync and an async ``scheduler.on()``
-callback for every event kind); with any of them the fleet registry is
-refreshed every 5 s instead of every 120 s.
+callback for every event kind). The fleet registry is on in every run (it
+cannot be turned off): declared at start and every 120 s (``fleet_refresh``).
 """
 
 from __future__ import annotations
@@ -35,10 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fleet_counting
 from fleet_common import Sampler, read_plan, signal_ready, signal_stopped, wall_ms, write_result
-
-OBSERVE_REFRESH_S = 5.0
-"""``--observe``: how often the fleet registry is refreshed (the default is 120 s)."""
-
 
 OBSERVE_PARTS = ("prometheus", "otel", "callbacks")
 
@@ -88,7 +84,6 @@ async def run(args: argparse.Namespace) -> None:
     scheduler = Scheduler(
         args.url,
         instance_id=args.instance,
-        fleet_refresh=OBSERVE_REFRESH_S if args.observe is not None else 120.0,
         gc_freeze=not args.no_gc_freeze,
     )
     every = f"{args.every_ms}ms"
@@ -132,9 +127,7 @@ def main() -> None:
     parser.add_argument("--instance", required=True)
     parser.add_argument("--plan", required=True, help="the parent's plan file (JSON)")
     parser.add_argument("--out", required=True)
-    parser.add_argument(
-        "--observe", help=f"comma list of {', '.join(OBSERVE_PARTS)} (and the registry every 5 s)"
-    )
+    parser.add_argument("--observe", help=f"comma list of {', '.join(OBSERVE_PARTS)}")
     parser.add_argument("--no-gc-freeze", action="store_true", help="Scheduler(gc_freeze=False)")
     args = parser.parse_args()
     logging.basicConfig(
