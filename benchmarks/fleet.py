@@ -24,6 +24,15 @@ the method):
   of its own (``--peer-venv``, created with ``uv`` on first use);
 - ratios: anarchon vs raw, anarchon vs APScheduler.
 
+``--observe [PARTS]`` runs every anarchon fleet a second time with the
+worker's ``--observe PARTS`` (a comma list of ``prometheus`` - the default -,
+``otel`` and ``callbacks``: a sync and an async ``scheduler.on()`` callback
+for every kind; the fleet registry is on in both runs, refreshed every
+120 s) and prints the with/without ratio of CPU per job-slot and of lateness p99 (issue target:
+within 10 %).
+``--no-gc-freeze``: the workers' schedulers do not freeze the objects alive
+at start (``Scheduler(gc_freeze=False)``, the behaviour before it existed).
+
 Shapes are ``PxJ@I`` (processes x jobs @ seconds). ``--quick``: 2x200@1,
 4 s window, small references: a smoke run for tests (``--json`` writes every
 figure to a file).
@@ -170,6 +179,7 @@ def run_fleet(
     drain_s: float,
     first_alone: bool = False,
     stop_wait_s: float = 20.0,
+    extra_args: tuple[str, ...] = (),
 ) -> FleetFigures:
     """Start ``shape.processes`` workers on ``url``, measure one window, and tally it.
 
@@ -226,6 +236,7 @@ def run_fleet(
                             str(plan_path),
                             "--out",
                             str(out),
+                            *extra_args,
                         ],
                         stdout=subprocess.DEVNULL,
                         stderr=err,
@@ -468,6 +479,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shapes", nargs="+", type=Shape.parse, help="PxJ@I ...")
     parser.add_argument("--window", type=float, help="measured seconds per run (default 40)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_SHAPE}, 4 s, small refs")
+    parser.add_argument(
+        "--observe",
+        nargs="?",
+        const="prometheus",
+        help="also run with metrics/callbacks on: prometheus (the default), otel, callbacks",
+    )
+    parser.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="workers use Scheduler(gc_freeze=False) (the collector walks every object)",
+    )
     parser.add_argument("--no-raw", action="store_true", help="skip the claim reference (a)")
     parser.add_argument("--no-peer", action="store_true", help="skip APScheduler 4 (b)")
     parser.add_argument("--peer-only", action="store_true", help="only APScheduler 4 (b)")
@@ -522,15 +544,24 @@ def _failed(store: Store, shape: Shape, side: str, error: Exception) -> FleetFig
 
 
 def bench_anarchon(
-    args: argparse.Namespace, store: Store, url: str, shape: Shape, workdir: Path
+    args: argparse.Namespace,
+    store: Store,
+    url: str,
+    shape: Shape,
+    workdir: Path,
+    *,
+    observe: str | None = None,
 ) -> FleetFigures:
-    """The anarchon fleet of ``shape`` on ``url``, printed."""
+    """The anarchon fleet of ``shape`` on ``url``, printed (``observe``: the worker's parts on)."""
+    side = f"anarchon + {observe}" if observe else "anarchon"
     try:
         fleet = run_fleet(
             store,
             url,
             shape,
-            side="anarchon",
+            side=side,
+            extra_args=(("--observe", observe) if observe else ())
+            + (("--no-gc-freeze",) if args.no_gc_freeze else ()),
             python=sys.executable,
             worker=HERE / "fleet_worker.py",
             window_s=args.window,
@@ -539,9 +570,24 @@ def bench_anarchon(
             workdir=workdir,
         )
     except Exception as error:
-        fleet = _failed(store, shape, "anarchon", error)
+        fleet = _failed(store, shape, side, error)
     print_fleet(fleet)
     return fleet
+
+
+def print_observe_ratios(plain: FleetFigures, observed: FleetFigures) -> dict[str, float]:
+    """With/without events, metrics and registry: CPU per job-slot and lateness p99."""
+    out = {
+        "observe_cpu_ratio": ratio(observed.cpu_us, plain.cpu_us),
+        "observe_p99_ratio": ratio(observed.lateness_ms[1], plain.lateness_ms[1]),
+    }
+    print(
+        f"ratios: with events/metrics / without: CPU per job-slot"
+        f" {out['observe_cpu_ratio']:.2f}x, lateness p99 {out['observe_p99_ratio']:.2f}x"
+        " (target <= 1.10x)",
+        flush=True,
+    )
+    return out
 
 
 def bench_reference(
@@ -628,8 +674,22 @@ def bench_store(
             if not args.peer_only:
                 fleet = bench_anarchon(args, store, url, shape, tmp / f"{kind}-{n}")
                 entry["anarchon"] = asdict(fleet) | {"cpu_us": fleet.cpu_us}
+                if args.observe:
+                    observed = bench_anarchon(
+                        args,
+                        store,
+                        store.url(),
+                        shape,
+                        tmp / f"{kind}-{n}-observe",
+                        observe=args.observe,
+                    )
+                    entry["anarchon_observe"] = asdict(observed) | {"cpu_us": observed.cpu_us}
+                    entry.setdefault("ratios", {}).update(print_observe_ratios(fleet, observed))
                 if not args.no_raw and kind != "memory":
-                    entry |= bench_reference(args, store, url, shape, fleet)
+                    reference_entry = bench_reference(args, store, url, shape, fleet)
+                    ratios_so_far = entry.get("ratios", {})
+                    entry |= reference_entry
+                    entry["ratios"] = {**ratios_so_far, **reference_entry["ratios"]}
             if peer is not None and isinstance(store, PostgresStore):
                 aps, ratios = bench_peer(args, store, shape, n, peer, tmp / f"peer-{n}", fleet)
                 entry["peer"] = asdict(aps) | {"cpu_us": aps.cpu_us}

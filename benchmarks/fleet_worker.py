@@ -1,7 +1,7 @@
 """One anarchon process of ``benchmarks/fleet.py`` (run by it, not by hand).
 
     python fleet_worker.py --kind KIND --url URL --jobs J --every-ms I --instance NAME
-                           --plan PLAN.json --out FILE
+                           --plan PLAN.json --out FILE [--observe PARTS] [--no-gc-freeze]
 
 Declares ``J`` interval jobs ``j000000`` ... every ``I`` ms with ``jitter=0``
 (every other option at its default), starts the scheduler, writes
@@ -13,6 +13,12 @@ plan's instants (see ``fleet_common.Sampler``), and when the scheduler
 was ready. The result is written before the scheduler's ``stop()``;
 ``FILE.stopped`` (the time) once it stopped. Warnings of the scheduler go
 to stderr.
+
+``--observe PARTS`` turns on what a team watching the fleet would (a comma
+list): ``prometheus`` and ``otel`` (SDK meter provider with an in-memory
+reader) metrics, ``callbacks`` (a sync and an async ``scheduler.on()``
+callback for every event kind). The fleet registry is on in every run (it
+cannot be turned off): declared at start and every 120 s (``fleet_refresh``).
 """
 
 from __future__ import annotations
@@ -23,11 +29,45 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fleet_counting
 from fleet_common import Sampler, read_plan, signal_ready, signal_stopped, wall_ms, write_result
+
+OBSERVE_PARTS = ("prometheus", "otel", "callbacks")
+
+
+def observe(scheduler: Any, parts: set[str]) -> dict[str, int]:
+    """Turn on ``parts``: Prometheus and/or OpenTelemetry metrics, and ``callbacks`` (a sync and
+    an async ``scheduler.on()`` callback for every event kind); returns the callbacks' counts."""
+    from anarchon.events import EVENT_KINDS
+
+    seen: dict[str, int] = {}
+    if "callbacks" in parts:
+
+        def count(event: Any) -> None:
+            seen[event.kind] = seen.get(event.kind, 0) + 1
+
+        async def count_async(event: Any) -> None:
+            seen["async"] = seen.get("async", 0) + 1
+
+        for kind in sorted(EVENT_KINDS):
+            scheduler.on(kind, count)
+            scheduler.on(kind, count_async)
+    if "prometheus" in parts:
+        from anarchon.metrics import prometheus
+        from prometheus_client import CollectorRegistry
+
+        prometheus.attach(scheduler, registry=CollectorRegistry())
+    if "otel" in parts:
+        from anarchon.metrics import otel
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        otel.attach(scheduler, MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    return seen
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -41,10 +81,16 @@ async def run(args: argparse.Namespace) -> None:
         record((int(ctx.job[1:]), ctx.slot, wall_ms() - ctx.slot))
 
     began = time.time()
-    scheduler = Scheduler(args.url, instance_id=args.instance)
+    scheduler = Scheduler(
+        args.url,
+        instance_id=args.instance,
+        gc_freeze=not args.no_gc_freeze,
+    )
     every = f"{args.every_ms}ms"
     for n in range(args.jobs):
         scheduler.every(f"j{n:06d}", every, handler, jitter=0)
+    parts = set() if args.observe is None else set(args.observe.split(","))
+    seen = observe(scheduler, parts) if parts else {}
     async with scheduler:
         ready = time.time()
         signal_ready(args.out)
@@ -66,6 +112,7 @@ async def run(args: argparse.Namespace) -> None:
                 "stopping": time.time(),
                 "samples": sampler.samples,
                 "starts": list(starts),
+                "events": dict(seen),
             },
         )
     signal_stopped(args.out)
@@ -80,6 +127,8 @@ def main() -> None:
     parser.add_argument("--instance", required=True)
     parser.add_argument("--plan", required=True, help="the parent's plan file (JSON)")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--observe", help=f"comma list of {', '.join(OBSERVE_PARTS)}")
+    parser.add_argument("--no-gc-freeze", action="store_true", help="Scheduler(gc_freeze=False)")
     args = parser.parse_args()
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s %(message)s"

@@ -48,6 +48,8 @@ from anarchon.errors import (
     InvalidConfigError,
 )
 
+from anarchon_redis._packer import pack_with_hiredis
+
 __all__ = [
     "Connection",
     "Driver",
@@ -309,7 +311,9 @@ class Driver:
         aio = self.load()
         client_class = getattr(aio, self.client_class)
         # Options in the URL's query win over these defaults (the drivers' rule).
-        return client_class.from_url(url, **self._defaults({}))
+        client = client_class.from_url(url, **self._defaults({}))
+        pack_with_hiredis(client)
+        return client
 
     def open_options(self, options: Mapping[str, Any]) -> Any:
         """A new client from a mapping of the client's keyword arguments (``url`` allowed)."""
@@ -318,9 +322,11 @@ class Driver:
         given = dict(options)
         url = given.pop("url", None)
         kwargs = {**self._defaults(given), **given}
-        if url is not None:
-            return client_class.from_url(str(url), **kwargs)
-        return client_class(**kwargs)
+        client = (
+            client_class.from_url(str(url), **kwargs) if url is not None else client_class(**kwargs)
+        )
+        pack_with_hiredis(client)
+        return client
 
 
 REDIS_DRIVER = Driver("redis", "Redis", "redis", ("redis", "rediss", "unix"))

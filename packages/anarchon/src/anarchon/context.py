@@ -31,7 +31,8 @@ class CancelSignal:
         self._set = False
         self._reason: str | None = None
         self._event: threading.Event | None = None
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] | None = None
+        """Made by the first ``wait()`` (most runs are never waited on: one object less each)."""
 
     def is_set(self) -> bool:
         """True once the run should stop."""
@@ -54,10 +55,10 @@ class CancelSignal:
             self._reason = reason
             self._set = True
             event = self._event
-            waiters, self._waiters = self._waiters, []
+            waiters, self._waiters = self._waiters, None
         if event is not None:
             event.set()
-        for loop, future in waiters:
+        for loop, future in waiters or ():
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_resolve, future)
 
@@ -70,6 +71,8 @@ class CancelSignal:
         with _LOCK:
             if self._set:
                 return
+            if self._waiters is None:
+                self._waiters = []
             self._waiters.append((loop, future))
         await future
 

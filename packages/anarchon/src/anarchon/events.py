@@ -8,7 +8,10 @@ events per hop), so neither a slow callback nor a raising one can delay a
 claim, a heartbeat or a result. A callback that raises is logged once (at
 ERROR, with its traceback) and keeps being called. When the queue is full
 (:data:`QUEUE_LIMIT` events waiting, e.g. behind a callback that blocks),
-new events are dropped and counted in :attr:`EventBus.dropped`.
+new events are dropped and counted in :attr:`EventBus.dropped`. The
+subscriptions are read once per kind for each batch the task takes.
+Exporters (:meth:`EventBus.on_fields`, the metrics) are not queued: they
+update in-memory figures when the event is emitted.
 
 See docs/operations.md, "Events".
 """
@@ -164,6 +167,8 @@ class EventBus:
         self.instance_id = instance_id
         self.log = log
         self._subs: dict[str, list[_Subscription]] = {}
+        self._split: dict[str, tuple[tuple[_Subscription, ...], bool]] = {}
+        """Per kind: the ``on_fields`` subscriptions (called at emit) and whether any other is queued."""
         self._queue: collections.deque[_Pending] = collections.deque()
         self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
@@ -184,10 +189,11 @@ class EventBus:
     def on_fields(self, kind: str, callback: FieldsListener) -> Callable[[], None]:
         """For exporters: ``callback(kind, job, fields)`` for every event of ``kind``.
 
-        Called by the delivery task on the event loop (no thread hop, no
-        :class:`Event` built for it), so it must take microseconds and never
-        block, as the metrics exporters do. Still off the scheduling path, and
-        still guarded (an exception is logged once). Returns an unsubscribe function.
+        Called on the event loop when the event is emitted (no queue, no
+        thread hop, no :class:`Event` built for it), so it must take
+        microseconds and never block, as the metrics exporters do (a counter
+        or a histogram updated in memory). Guarded: an exception is logged
+        once. Returns an unsubscribe function.
         """
         return self._subscribe(_Subscription(kind, callback, fields_only=True))
 
@@ -200,6 +206,7 @@ class EventBus:
         if not callable(callback):
             raise InvalidConfigError(f"event callback must be callable, got {callback!r}")
         self._subs.setdefault(kind, []).append(sub)
+        self._split_kind(kind)
 
         def unsubscribe() -> None:
             subs = self._subs.get(kind)
@@ -207,8 +214,18 @@ class EventBus:
                 subs.remove(sub)
                 if not subs:
                     del self._subs[kind]
+                self._split_kind(kind)
 
         return unsubscribe
+
+    def _split_kind(self, kind: str) -> None:
+        """Cache ``(fields-only subscriptions, any queued one)`` of ``kind`` for :meth:`emit`."""
+        subs = self._subs.get(kind)
+        if not subs:
+            self._split.pop(kind, None)
+            return
+        inline = tuple(sub for sub in subs if sub.fields_only)
+        self._split[kind] = (inline, len(inline) < len(subs))
 
     def wants(self, kind: str) -> bool:
         """True when someone listens to ``kind`` (emitters may skip building the event)."""
@@ -226,8 +243,20 @@ class EventBus:
         zone: str = "UTC",
         **fields: Any,
     ) -> None:
-        """Queue an event of ``kind`` (a no-op when nobody listens to it). Call on the scheduler's loop."""
-        if kind not in self._subs:
+        """Deliver an event of ``kind`` (a no-op when nobody listens to it). Call on the scheduler's loop.
+
+        ``on_fields`` subscribers are called now; the event is queued for the others.
+        """
+        split = self._split.get(kind)
+        if split is None:
+            return
+        inline, queued = split
+        for sub in inline:
+            try:
+                sub.callback(kind, job, fields)
+            except Exception as error:
+                self._failed_once(sub, error)
+        if not queued:
             return
         if len(self._queue) >= QUEUE_LIMIT:
             self.dropped += 1
@@ -238,9 +267,12 @@ class EventBus:
                     self.dropped,
                 )
             return
-        self._queue.append((kind, at_ms, job, slot, attempt, zone, fields))
+        queue = self._queue
+        was_empty = not queue
+        queue.append((kind, at_ms, job, slot, attempt, zone, fields))
+        # The delivery task waits only on an empty queue: wake it for the first event only.
         wake = self._wake
-        if wake is not None:
+        if was_empty and wake is not None:
             wake.set()
             assert self._idle is not None
             self._idle.clear()
@@ -293,19 +325,27 @@ class EventBus:
                 batch = list(self._queue)
                 self._queue.clear()
                 sync_calls: list[tuple[_Subscription, Event]] = []
-                for pending in batch:
-                    kind, at_ms, job, slot, attempt, zone, fields = pending
+                # The subscriptions are read once per batch and kind (not per event).
+                subs_of: dict[str, list[_Subscription]] = {}
+                for kind, at_ms, job, slot, attempt, zone, fields in batch:
+                    subs = subs_of.get(kind)
+                    if subs is None:
+                        subs = subs_of[kind] = list(self._subs.get(kind, ()))
                     event: Event | None = None
-                    for sub in list(self._subs.get(kind, ())):
+                    for sub in subs:
                         if sub.fields_only:
-                            self._call_fields(sub, kind, job, fields)
-                            continue
+                            continue  # called when the event was emitted
                         if event is None:
                             event = Event(
                                 kind, job, slot, zone, self.instance_id, attempt, at_ms, **fields
                             )
                         if sub.is_async:
-                            await self._call_async(sub, event)
+                            try:
+                                await sub.callback(event)
+                            except asyncio.CancelledError:
+                                raise
+                            except Exception as error:
+                                self._failed_once(sub, error)
                         else:
                             sync_calls.append((sub, event))
                 if sync_calls:
@@ -315,22 +355,6 @@ class EventBus:
                         )
                     await loop.run_in_executor(self._thread, self._call_sync, sync_calls)
             idle.set()
-
-    async def _call_async(self, sub: _Subscription, event: Event) -> None:
-        try:
-            await sub.callback(event)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            self._failed_once(sub, error)
-
-    def _call_fields(
-        self, sub: _Subscription, kind: str, job: str | None, fields: dict[str, Any]
-    ) -> None:
-        try:
-            sub.callback(kind, job, fields)
-        except Exception as error:
-            self._failed_once(sub, error)
 
     def _call_sync(self, calls: Sequence[tuple[_Subscription, Event]]) -> None:
         for sub, event in calls:

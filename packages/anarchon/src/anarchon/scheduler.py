@@ -48,6 +48,7 @@ from anarchon.executor import RunExecutor
 from anarchon.fleet_controls import pause_job, resume_job, skip_job
 from anarchon.fleet_sync import DEFAULT_CONTROL_CACHE_S, DEFAULT_REFRESH_MS, FleetSync
 from anarchon.fleet_types import JobControl
+from anarchon.gc_tuning import freeze_once
 from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job, build_job
 from anarchon.lease_thread import LeaseThread
@@ -129,6 +130,10 @@ class Scheduler(JobDeclarations):
     ``max_in_flight`` bounds the store operations this scheduler has in flight
     at once (a batch call counts as one; default :data:`DEFAULT_MAX_IN_FLIGHT`):
     keep it at or below the connection pool of a client you hand in.
+    ``gc_freeze`` (default True): the first ``start()`` in the process of a
+    scheduler with at least 1,000 jobs calls ``gc.freeze()``, so the cyclic
+    garbage collector stops walking the jobs on every burst of slots
+    (:mod:`anarchon.gc_tuning`, docs/operations.md "Many jobs in one process").
 
     >>> scheduler = Scheduler(backend="memory://", instance_id="web-1")
     >>> @scheduler.every("tick", "10s")
@@ -148,6 +153,7 @@ class Scheduler(JobDeclarations):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         fleet_refresh: Duration = DEFAULT_REFRESH_MS / 1000,
         control_cache: Duration = DEFAULT_CONTROL_CACHE_S,
+        gc_freeze: bool = True,
     ) -> None:
         self._owns_backend = not isinstance(backend, Backend)
         self._url: str | None = (
@@ -187,6 +193,10 @@ class Scheduler(JobDeclarations):
                 f"max_in_flight must be an integer >= 1, got {max_in_flight!r}"
             )
         self.max_in_flight = max_in_flight
+        if not isinstance(gc_freeze, bool):
+            raise InvalidConfigError(f"gc_freeze must be True or False, got {gc_freeze!r}")
+        self.gc_freeze = gc_freeze
+        """Freeze the objects alive at the first start of a scheduler with many jobs (:mod:`anarchon.gc_tuning`)."""
         if instance_id is not None and (not isinstance(instance_id, str) or not instance_id):
             raise InvalidConfigError("instance_id must be a non-empty string")
         self.instance_id = instance_id or _default_instance_id()
@@ -327,6 +337,8 @@ class Scheduler(JobDeclarations):
             self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
             if parts.keeper.thread is not None:
                 parts.keeper.thread.start()
+        if self.gc_freeze:
+            freeze_once(len(self._jobs), self.log)
         self.log.info(
             "anarchon scheduler %s started on %s with %d job(s)",
             self.instance_id,

@@ -43,40 +43,56 @@ class Sink(Protocol):
         """An outage of the store began."""
 
 
-def _feed(sink: Sink) -> Callable[[str, str | None, dict[str, Any]], None]:
-    def record(kind: str, job: str | None, fields: dict[str, Any]) -> None:
-        name = job or ""
-        if kind == "run_finished":
-            duration = fields.get("duration_ms")
-            sink.run_finished(
-                name,
-                fields.get("status") or "unknown",
-                None if duration is None else duration / 1000,
-            )
-        elif kind == "run_started":
-            latency = fields.get("claim_latency_ms")
-            sink.run_started(
-                name,
-                max(fields.get("lateness_ms") or 0, 0) / 1000,
-                None if latency is None else latency / 1000,
-            )
-        elif kind == "skipped":
-            sink.skipped(name, fields.get("reason") or "unknown")
-        elif kind == "taken_over":
-            sink.taken_over(name)
-        elif kind == "lease_lost":
-            sink.lease_lost(name)
-        elif kind == "store_unavailable":
-            sink.store_error(fields.get("store") or "unknown")
+Record = Callable[[str, "str | None", "dict[str, Any]"], None]
 
-    return record
+
+def _recorders(sink: Sink) -> dict[str, Record]:
+    """One recorder per event kind (the delivery task calls it for each event of that kind)."""
+
+    def run_finished(kind: str, job: str | None, fields: dict[str, Any]) -> None:
+        duration = fields.get("duration_ms")
+        sink.run_finished(
+            job or "",
+            fields.get("status") or "unknown",
+            None if duration is None else duration / 1000,
+        )
+
+    def run_started(kind: str, job: str | None, fields: dict[str, Any]) -> None:
+        latency = fields.get("claim_latency_ms")
+        lateness = fields.get("lateness_ms") or 0
+        sink.run_started(
+            job or "",
+            lateness / 1000 if lateness > 0 else 0.0,
+            None if latency is None else latency / 1000,
+        )
+
+    def skipped(kind: str, job: str | None, fields: dict[str, Any]) -> None:
+        sink.skipped(job or "", fields.get("reason") or "unknown")
+
+    def taken_over(kind: str, job: str | None, fields: dict[str, Any]) -> None:
+        sink.taken_over(job or "")
+
+    def lease_lost(kind: str, job: str | None, fields: dict[str, Any]) -> None:
+        sink.lease_lost(job or "")
+
+    def store_unavailable(kind: str, job: str | None, fields: dict[str, Any]) -> None:
+        sink.store_error(fields.get("store") or "unknown")
+
+    return {
+        "run_started": run_started,
+        "run_finished": run_finished,
+        "skipped": skipped,
+        "taken_over": taken_over,
+        "lease_lost": lease_lost,
+        "store_unavailable": store_unavailable,
+    }
 
 
 def attach_sink(scheduler: Scheduler, sink: Sink) -> Callable[[], None]:
     """Feed ``sink`` from ``scheduler``'s events; returns a function that detaches it."""
-    record = _feed(sink)
+    recorders = _recorders(sink)
     # on_fields: the instruments take microseconds and never block; no Event is built for them
-    unsubscribes = [scheduler.events.on_fields(kind, record) for kind in METRIC_KINDS]
+    unsubscribes = [scheduler.events.on_fields(kind, recorders[kind]) for kind in METRIC_KINDS]
 
     def detach() -> None:
         for unsubscribe in unsubscribes:
