@@ -11,12 +11,17 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+from fast_build import build_env  # noqa: E402
+
 VERSION = re.search(
     r'^\[workspace\.package\]\n(?:.*\n)*?version = "([^"]+)"',
     (ROOT / "Cargo.toml").read_text(),
@@ -60,6 +65,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(
         ["uv", "build", "--all-packages", "--out-dir", str(out)],
         cwd=ROOT,
+        env=build_env(),  # without LTO: see tests/support/fast_build.py
         check=True,
         capture_output=True,
         timeout=900,

@@ -27,18 +27,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
+from fast_build import build_env  # noqa: E402
 from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
 
-# Three cold release builds take minutes on 2 cores; the module fixture's time counts
+# Three cold builds take minutes on 2 cores; the module fixture's time counts
 # against the first test's timeout.
 pytestmark = pytest.mark.timeout(2400)
 
-# What these tests check (platform tags, auditwheel, an install without Rust) does not
-# depend on how hard the compiler optimises, so they build without LTO and with
-# parallel codegen instead of the release profile's fat LTO and one codegen unit:
-# about half the build time. The published wheels use the profile as it is.
-FAST_PROFILE = {"CARGO_PROFILE_RELEASE_LTO": "off", "CARGO_PROFILE_RELEASE_CODEGEN_UNITS": "16"}
 
 AUDITWHEEL = "auditwheel==6.8.2"
 # platform -> (wheel platform tag, ELF e_machine of the extension)
@@ -61,7 +58,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        env={**os.environ, **FAST_PROFILE},
+        env=build_env(),  # without LTO: see tests/support/fast_build.py
     )
     try:
         stdout, stderr = build.communicate(timeout=2000)
