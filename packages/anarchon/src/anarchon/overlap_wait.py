@@ -20,6 +20,7 @@ costs nothing. Stores that do not honour ``overlap_wait``
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 
 from anarchon.clock import Clock
@@ -46,6 +47,7 @@ class OverlapWait:
         tasks: TaskSet,
         interval_ms: int,
         call_timeout_ms: int,
+        log: logging.Logger,
     ) -> None:
         self.submit = submit
         """Claims runs again (the claim batcher's ``submit``)."""
@@ -54,6 +56,9 @@ class OverlapWait:
         self.tasks = tasks
         self.interval_ms = interval_ms
         self.call_timeout_ms = call_timeout_ms
+        self.log = log
+        self.waits = 0
+        """How many ``overlap`` answers were re-checked (instead of written ``skipped``)."""
         self._waiting: dict[Run, int] = {}
         """Each waiting run and the store time by which its last claim goes out."""
         self._task: asyncio.Task[object] | None = None
@@ -76,6 +81,15 @@ class OverlapWait:
             run.phase = Phase.ENDED
             return
         end = self.end_of(run)
+        self.waits += 1
+        if self.log.isEnabledFor(logging.DEBUG):
+            self.log.debug(
+                "anarchon: %s slot %d: an older run is still live; re-checking until %d",
+                run.job.name,
+                run.slot,
+                end,
+                extra={"job": run.job.name, "slot": run.slot},
+            )
         if self.store_now() + self.interval_ms >= end:
             self._last(run)
             self.submit([run])

@@ -552,6 +552,7 @@ class Scheduler:
                 tasks=tasks,
                 interval_ms=recheck_interval_ms(self.heartbeat_ms),
                 call_timeout_ms=int(self.call_timeout_s * 1000),
+                log=self.log,
             )
         if self._runs is not None:
             keeper = LeaseKeeper(
