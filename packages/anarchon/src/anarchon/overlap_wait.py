@@ -9,8 +9,8 @@ same token every ``interval`` until the blocking run has ended (the claim is
 then won, or another instance won it) or the slot's time is up: the slot's
 deadline less one call timeout, or the job's next slot, whichever is first.
 Only then is a last claim sent without ``overlap_wait``, which writes the
-``skipped`` (overlap) state as before (docs/leases.md, "A run ends when its
-handler ends").
+``skipped`` (overlap) state as before (see docs/leases.md,
+"A run ends when its handler ends").
 
 Nothing here runs unless a claim was answered ``overlap``: the common case
 costs nothing. Stores that do not honour ``overlap_wait``
