@@ -111,11 +111,12 @@ class FaultProxy:
 
     # Modes -------------------------------------------------------------
 
-    def set_mode(self, mode: str, *, latency_ms: int = 0, return_ms: int | None = None) -> None:
+    def set_mode(self, mode: str, *, latency_ms: int = 0, return_ms: int | None = None) -> int:
         """Switch to ``mode`` (one of :data:`MODES`).
 
         For ``latency``: ``latency_ms`` towards the store, ``return_ms`` back
-        (``None``: the same).
+        (``None``: the same). Returns how many open connections the switch
+        made dead (``dead_flows``), else 0.
         """
         if mode not in MODES:
             raise InvalidConfigError(f"unknown proxy mode {mode!r}; expected one of {MODES}")
@@ -128,14 +129,17 @@ class FaultProxy:
         if loop is None:
             raise InvalidConfigError("the proxy is not started")
         done = threading.Event()
+        killed = 0
 
         def switch() -> None:
+            nonlocal killed
             assert self._open is not None
             self._mode = mode
             self._latency_s = latency_ms / 1000 if mode == "latency" else 0.0
             self._return_s = back / 1000 if mode == "latency" else 0.0
             if mode == "dead_flows":
                 for flow in self._flows:
+                    killed += not flow.dead
                     flow.dead = True
             if mode == "blackhole":
                 self._open.clear()
@@ -144,15 +148,17 @@ class FaultProxy:
             done.set()
 
         loop.call_soon_threadsafe(switch)
-        done.wait(10)
+        if not done.wait(10):
+            raise RuntimeError("the fault proxy did not switch its mode within 10 s")
+        return killed
 
     def blackhole(self) -> None:
         """Forward nothing on any connection (connections are still accepted)."""
         self.set_mode("blackhole")
 
-    def kill_flows(self) -> None:
-        """The open connections go silently dead; new ones work."""
-        self.set_mode("dead_flows")
+    def kill_flows(self) -> int:
+        """The open connections go silently dead; new ones work. Returns how many died."""
+        return self.set_mode("dead_flows")
 
     def latency(self, ms: int, *, return_ms: int | None = None) -> None:
         """Delay every chunk by ``ms`` towards the store and ``return_ms`` (default ``ms``) back.
@@ -204,6 +210,14 @@ class FaultProxy:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._forward(reader, writer)
+        except asyncio.CancelledError:
+            # stop() cancels every connection's task on purpose; ending quietly here keeps
+            # asyncio from logging "Exception in callback ... CancelledError" for each.
+            return
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
         flow = _Flow(writers=[writer])
         self._flows.add(flow)
