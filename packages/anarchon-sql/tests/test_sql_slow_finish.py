@@ -1,6 +1,6 @@
 """A run ends when its handler ends (issue 18): a 1 s round-trip link under ``overlap=False``.
 
-Two schedulers share a job every 2 s on PostgreSQL; one reaches the server
+Two schedulers share a job every 4 s on PostgreSQL; one reaches the server
 over a 1 s round trip (``anarchon.testing.slow_link``). Its finishes land
 after the other instance's claim of the next slot; that claim is answered
 ``overlap`` with nothing written and re-checked until the finish lands, so no
@@ -26,10 +26,10 @@ def test_a_one_second_round_trip_link_skips_no_slot_for_a_slow_finish(
             "?table_prefix=slowlink_&pool_size=2"
         )
 
-    result = asyncio.run(check_slow_finish(make, "127.0.0.1", pg_server.port, seconds=12))
+    result = asyncio.run(check_slow_finish(make, "127.0.0.1", pg_server.port, seconds=14))
     print(result)
     assert result.waits > 0, f"no claim was answered overlap: the scenario did not happen {result}"
     assert result.skipped_overlap == 0, result
     assert result.duplicates == 0, result
     assert result.lost == 0, result
-    assert result.slots >= 4, result
+    assert result.slots >= 2, result

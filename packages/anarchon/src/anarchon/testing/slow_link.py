@@ -8,8 +8,9 @@ default) against one store, each through its own
   a handler of ``slow_handler_s``: when it wins a slot, its handler ends
   before the next slot but its ``finish()`` lands after the other instance's
   claim of that next slot;
-- ``fast`` has ``fast_edge_ms`` towards the store (so ``slow`` usually wins
-  the race at the slot's time) and a short handler.
+- ``fast`` has a plain link and a short handler. It starts once ``slow``
+  has started its first run, so that first slot is ``slow``'s for sure;
+  later slots go to whichever claim lands first (mostly ``fast``).
 
 Before issue 18 the next slot's claim was answered ``overlap`` and written
 ``skipped``: every slot after one the slow instance ran was lost. With
@@ -28,7 +29,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from anarchon.backend import Backend
@@ -55,6 +56,8 @@ class SlowLinkResult:
     """``overlap`` answers that were re-checked instead of written ``skipped``."""
     by_instance: dict[str, int]
     """Slots run by each instance."""
+    twice: dict[int, list[str]] = field(default_factory=dict)
+    """The records (``instance status reason``) of each slot that started more than once."""
 
     @property
     def lost(self) -> int:
@@ -78,10 +81,9 @@ async def check_slow_finish(
     target_port: int,
     *,
     seconds: float = 12.0,
-    period_ms: int = 2000,
+    period_ms: int = 4000,
     rtt_ms: int = 1000,
     slow_handler_s: float = 1.6,
-    fast_edge_ms: int = 100,
     wait: bool = True,
 ) -> SlowLinkResult:
     """Run the two-instance fleet for ``seconds``; return the history's counts.
@@ -93,6 +95,7 @@ async def check_slow_finish(
     slow_proxy = FaultProxy(target_host, target_port).start()
     fast_proxy = FaultProxy(target_host, target_port).start()
     waits = _Waits()
+    slow_ran = asyncio.Event()
     schedulers: list[Scheduler] = []
     try:
         for name, proxy, hold_s in (
@@ -113,18 +116,23 @@ async def check_slow_finish(
                 lease="6s",
                 heartbeat="2s",
                 stop_grace="5s",
+                control_cache="60s",  # no fleet-controls read before claims: the link decides
                 logger=logger,
             )
-            scheduler.every(job, f"{period_ms}ms", _sleeper(hold_s), jitter=0, overlap=False)
+            handler = _sleeper(hold_s, slow_ran if name == "slow" else None)
+            scheduler.every(job, f"{period_ms}ms", handler, jitter=0, overlap=False)
             schedulers.append(scheduler)
-        for scheduler in schedulers:
-            await scheduler.start()  # tables and functions are created before the link slows
+        slow, fast = schedulers
+        await slow.start()  # tables and functions are created before the link slows
         slow_proxy.latency(0, return_ms=rtt_ms)
-        fast_proxy.latency(fast_edge_ms, return_ms=0)
         started = time.time()
-        await asyncio.sleep(seconds)
+        await asyncio.wait_for(slow_ran.wait(), 15)
+        await fast.start()
+        await asyncio.sleep(max(0.0, seconds - (time.time() - started)))
         stopped = time.time()
     finally:
+        slow_proxy.heal()  # the window is over: stop over a plain link
+        fast_proxy.heal()
         for scheduler in schedulers:
             await scheduler.stop()
         for name in ("slow", "fast"):
@@ -134,8 +142,12 @@ async def check_slow_finish(
     return await _count(make_backend, target_port, job, started, stopped, period_ms, waits.count)
 
 
-def _sleeper(seconds: float) -> Callable[[RunContext], Coroutine[Any, Any, None]]:
+def _sleeper(
+    seconds: float, ran: asyncio.Event | None
+) -> Callable[[RunContext], Coroutine[Any, Any, None]]:
     async def handler(ctx: RunContext) -> None:
+        if ran is not None:
+            ran.set()
         await asyncio.sleep(seconds)
 
     return handler
@@ -174,4 +186,9 @@ async def _count(
         duplicates=sum(1 for n in starts.values() if n > 1),
         waits=waits,
         by_instance=dict(by_instance),
+        twice={
+            slot: [f"{r.instance_id} {r.status} {r.reason}" for r in checked if r.slot == slot]
+            for slot, n in starts.items()
+            if n > 1
+        },
     )
