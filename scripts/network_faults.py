@@ -11,8 +11,8 @@ once, through ``anarchon.testing``:
   fault on that are not stored ``ok`` (with ``overlap=False``, the slots
   that fell due during the outage are skipped once the store is back: one
   run, not a burst);
-- ``slow_finish``: two instances, one over a 1 s round trip, a job every 2 s
-  with ``overlap=False`` (``anarchon.testing.slow_link``), run with the
+- ``slow_finish``: two instances, one over a 1 s round trip, a job every 4 s
+  with ``overlap=False`` (``anarchon.testing.slow_link``), call timeout 3 s, run with the
   overlap re-check off (``before``: as a store without ``overlap_wait``) and
   on (``after``); slots lost and slots skipped as overlap;
 - ``stop``: ``stop()`` with the store down (a blackhole; SQLite: locked by
@@ -106,9 +106,9 @@ class Servers:
         for step in reversed(self.cleanup):
             step()
 
-    def maker(self, store: str) -> Callable[[int], Backend]:
+    def maker(self, store: str, call: float | None = None) -> Callable[[int], Backend]:
         """``make(port)``: a backend of ``store`` reaching it at 127.0.0.1:port."""
-        call = CALL_TIMEOUT_S.get(store, 1.0)
+        call = CALL_TIMEOUT_S.get(store, 1.0) if call is None else call
         if store == "redis":
             from anarchon_redis import RedisBackend
 
@@ -148,8 +148,10 @@ async def _heal(servers: Servers, store: str, fault: str) -> str:
 async def _slow(servers: Servers, store: str, seconds: float) -> str:
     parts = []
     for label, wait in (("before", False), ("after", True)):
+        # A call timeout well above the 1 s round trip (a new connection takes several).
+        make = servers.maker(store, call=3.0)
         r = await check_slow_finish(
-            servers.maker(store), "127.0.0.1", servers.ports[store], seconds=seconds, wait=wait
+            make, "127.0.0.1", servers.ports[store], seconds=seconds, wait=wait
         )
         parts.append(
             f"{label}: {r.lost} of {r.slots} lost ({r.skipped_overlap} skipped as overlap,"
@@ -176,7 +178,11 @@ async def _stop(servers: Servers, store: str) -> str:
         if backend.runs is not None:
             options |= {"lease": "3s", "heartbeat": "1s"}
         scheduler = Scheduler(backend, **options)
-        took = await check_stop_bound(scheduler, proxy.blackhole)
+        try:
+            took = await check_stop_bound(scheduler, proxy.blackhole)
+        finally:
+            proxy.heal()  # the scheduler does not own a backend it was handed: close it here
+            await asyncio.wait_for(backend.close(), 30)
     return f"stop() {took:.2f} s (bound {1 + scheduler.call_timeout_s:.1f} s)"
 
 
