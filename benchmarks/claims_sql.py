@@ -166,7 +166,19 @@ def raw_postgres_claim(conn: psycopg.AsyncConnection[Any], sql: str) -> Claim:
     job = f"bench-{uuid.uuid4().hex[:8]}"
 
     async def claim(i: int) -> None:
-        params = (job, _slot(i), f"t{i}", "raw", LEASE_MS, MAX_ATTEMPTS, True, None, True)
+        params = (
+            job,
+            _slot(i),
+            f"t{i}",
+            "raw",
+            LEASE_MS,
+            MAX_ATTEMPTS,
+            True,
+            None,
+            True,
+            None,
+            False,
+        )
         cur = await conn.execute(sql, params)
         row = await cur.fetchone()
         if row is None or row[0] != "won":
@@ -433,7 +445,7 @@ def fallback_batch(backend: SqlBackend, size: int) -> RunBatch:
 def raw_postgres_batch(
     conn: psycopg.AsyncConnection[Any], backend: PostgresBackend, size: int
 ) -> RunBatch:
-    """The backend's ``claim_many_v1`` statement with the same nine arrays, on a psycopg connection."""
+    """The backend's ``claim_many_v3`` statement with the same eleven arrays, on a psycopg connection."""
     statement = backend.dialect.claim_many_statement(backend.tables)
     assert statement is not None
     sql = backend.dialect.placeholders(statement)
@@ -451,6 +463,8 @@ def raw_postgres_batch(
             [True] * size,
             [None] * size,
             [True] * size,
+            [None] * size,
+            [False] * size,
         )
         cur = await conn.execute(sql, params)
         rows = await cur.fetchall()

@@ -270,7 +270,19 @@ class PostgresRaw(Raw):
 
     def _params(self, item: Item) -> tuple[Any, ...]:
         job, slot, token = item
-        return (job, slot, token, "raw", LEASE_MS, MAX_ATTEMPTS, False, slot + MAX_LATE_MS, True)
+        return (
+            job,
+            slot,
+            token,
+            "raw",
+            LEASE_MS,
+            MAX_ATTEMPTS,
+            False,
+            slot + MAX_LATE_MS,
+            True,
+            None,
+            False,
+        )
 
     async def single(self, part: Sequence[Item]) -> None:
         for item in part:

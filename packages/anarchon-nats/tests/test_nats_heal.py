@@ -1,58 +1,55 @@
-"""Connections that heal on NATS (issue 18): established flows die silently.
+"""Connections that heal on NATS (issue 18), through ``anarchon.testing.proxy.FaultProxy``.
 
-The backend talks to nats-server through ``tests/support/flow_proxy.py``.
-nats-py alone keeps a dead connection until its PING check gives up (minutes
-at its defaults); the backend forces a reconnect after a few requests in a
-row time out, and pings every 5 s, so the next slot runs within one
-heartbeat plus one call timeout (plus the reconnect).
+- Established flows die silently while new ones work. nats-py alone keeps a
+  dead connection until its PING check gives up (minutes at its defaults);
+  the backend forces a reconnect after a few requests in a row time out, and
+  pings every 5 s.
+- A blackhole (nothing forwarded on old or new connections), then a heal.
+
+Either way the next slot runs within one heartbeat plus one call timeout
+(the forced reconnect's timeouts) of the store being reachable again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
-from pathlib import Path
 
+import pytest
 from anarchon import Backend
+from anarchon.testing.heal import check_heals
+from anarchon.testing.proxy import FaultProxy
 from anarchon_nats import NatsBackend
 from anarchon_nats.backend import RECONNECT_AFTER_TIMEOUTS
 from natstest_servers import NatsServer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
-
-from flow_proxy import FlowProxy
-from heal_check import check_heals
-
 CALL_TIMEOUT_S = 1.0
 
 
-def test_silently_dead_connections_heal(nats_server: NatsServer) -> None:
+@pytest.mark.parametrize("fault", ["dead_flows", "blackhole"])
+def test_connections_heal(nats_server: NatsServer, fault: str) -> None:
     stream = f"H{uuid.uuid4().hex[:10].upper()}"
     prefix = f"h{uuid.uuid4().hex[:10]}."
 
-    async def main() -> tuple[float, int]:
-        proxy = await FlowProxy("127.0.0.1", nats_server.port).start()
+    def make(port: int) -> Backend:
+        return NatsBackend(
+            f"nats://127.0.0.1:{port}",
+            stream=stream,
+            prefix=prefix,
+            request_timeout=CALL_TIMEOUT_S,
+        )
 
-        def make(port: int) -> Backend:
-            return NatsBackend(
-                f"nats://127.0.0.1:{port}",
-                stream=stream,
-                prefix=prefix,
-                request_timeout=CALL_TIMEOUT_S,
-            )
+    async def main(proxy: FaultProxy) -> None:
+        result = await check_heals(
+            make,
+            proxy,
+            fault=fault,
+            heartbeat_s=1.0,
+            call_timeout_s=CALL_TIMEOUT_S * RECONNECT_AFTER_TIMEOUTS,
+        )
+        print(f"nats {fault}: healed in {result.recovered_s:.2f} s, {result.slots_lost} lost")
+        if fault == "dead_flows":
+            assert result.reconnected, "the backend never opened a new connection"
 
-        try:
-            healed = await check_heals(
-                make,
-                proxy,
-                heartbeat_s=1.0,
-                call_timeout_s=CALL_TIMEOUT_S * RECONNECT_AFTER_TIMEOUTS,
-            )
-            return healed, proxy.accepted
-        finally:
-            await proxy.close()
-
-    healed, accepted = asyncio.run(main())
-    assert accepted >= 2, "the backend never opened a new connection"
-    print(f"nats healed in {healed:.2f} s")
+    with FaultProxy("127.0.0.1", nats_server.port) as proxy:
+        asyncio.run(main(proxy))

@@ -1,41 +1,40 @@
-"""Connections that heal (issue 18): established flows die silently, new ones work.
+"""Connections that heal (issue 18), through ``anarchon.testing.proxy.FaultProxy``.
 
-The backend talks to the server through ``tests/support/flow_proxy.py``; a
-call on a dead flow times out after ``socket_timeout`` and redis-py's one
-retry runs it on a fresh connection, so the next slot runs within one
-heartbeat plus one call timeout.
+- Established flows die silently while new ones work: a call on a dead flow
+  times out after ``socket_timeout`` and redis-py's one retry runs it on a
+  fresh connection.
+- A blackhole (nothing forwarded on old or new connections), then a heal.
+
+Either way the next slot runs within one heartbeat plus one call timeout of
+the store being reachable again, and finished runs are stored.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
+import pytest
 from anarchon import Backend
+from anarchon.testing.heal import check_heals
+from anarchon.testing.proxy import FaultProxy
 from anarchon_redis import RedisBackend
 from redis_servers import Server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
-
-from flow_proxy import FlowProxy
-from heal_check import check_heals
 
 CALL_TIMEOUT_S = 1.5
 
 
-def test_silently_dead_connections_heal(redis_server: Server) -> None:
-    async def main() -> float:
-        proxy = await FlowProxy("127.0.0.1", redis_server.port).start()
+@pytest.mark.parametrize("fault", ["dead_flows", "blackhole"])
+def test_connections_heal(redis_server: Server, fault: str) -> None:
+    def make(port: int) -> Backend:
+        auth = f":{redis_server.password}@" if redis_server.password else ""
+        return RedisBackend(f"redis://{auth}127.0.0.1:{port}/0?socket_timeout={CALL_TIMEOUT_S}")
 
-        def make(port: int) -> Backend:
-            auth = f":{redis_server.password}@" if redis_server.password else ""
-            return RedisBackend(f"redis://{auth}127.0.0.1:{port}/0?socket_timeout={CALL_TIMEOUT_S}")
+    async def main(proxy: FaultProxy) -> float:
+        result = await check_heals(
+            make, proxy, fault=fault, heartbeat_s=1.0, call_timeout_s=CALL_TIMEOUT_S
+        )
+        print(f"redis {fault}: healed in {result.recovered_s:.2f} s, {result.slots_lost} lost")
+        return result.recovered_s
 
-        try:
-            return await check_heals(make, proxy, heartbeat_s=1.0, call_timeout_s=CALL_TIMEOUT_S)
-        finally:
-            await proxy.close()
-
-    healed = asyncio.run(main())
-    print(f"redis healed in {healed:.2f} s")
+    with FaultProxy("127.0.0.1", redis_server.port) as proxy:
+        asyncio.run(main(proxy))

@@ -14,7 +14,7 @@ T = TypeVar("T")
 PATHS = ("postgres", "postgres-generic", "postgres-serializable", "sqlite", "example")
 """Every SQL path the batch members take.
 
-- ``postgres``: one statement per chunk (claim_many_v2, unnest, save_many_v1);
+- ``postgres``: one statement per chunk (claim_many_v3, unnest, save_many_v1);
 - ``postgres-generic``: the generic SqlBackend path on PostgreSQL (one
   transaction per chunk, advisory locks held to its end);
 - ``postgres-serializable``: a server default of SERIALIZABLE (each

@@ -292,7 +292,7 @@ async def test_postgres_claim_is_one_statement_on_any_sql_client(pg_dsn: str, pr
             assert (await backend.runs.claim(claim)).kind == kind
         assert len(client.statements) == 3, client.statements
         assert client.transactions == 0
-        assert all(f"{prefix}claim_v2(" in s for s in client.statements)
+        assert all(f"{prefix}claim_v3(" in s for s in client.statements)
         assert await backend.claim(ClaimInput("one-trip", now + 1, "p", "p"))
         assert len(client.statements) == 4
         await backend.close()

@@ -269,7 +269,7 @@ async def test_postgres_batches_are_one_statement_per_chunk(pg_dsn: str, prefix:
         outcomes = await backend.runs.claim_many(claims)
         assert all(o.won for o in outcomes)
         assert len(client.statements) == 3  # 500 + 500 + 200
-        assert all(f"{prefix}claim_many_v2(" in s for s in client.statements)
+        assert all(f"{prefix}claim_many_v3(" in s for s in client.statements)
         keys = [RunKey(c.job, c.slot, c.token) for c in claims]
         client.statements.clear()
         assert all(await backend.runs.heartbeat_many(keys, 30_000))

@@ -216,7 +216,7 @@ async def test_driver_error_is_a_backend_error_naming_the_url(pg_dsn: str, prefi
     await backend.init()
     conn = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
     try:
-        await conn.execute(f"DROP FUNCTION {prefix}claim_v2 CASCADE")
+        await conn.execute(f"DROP FUNCTION {prefix}claim_v3 CASCADE")
         with pytest.raises(BackendError) as info:
             await backend.runs.claim(RunClaim("j", 1, "t", "i", 1000))
         assert info.value.code == "ANARCHON_BACKEND_ERROR"

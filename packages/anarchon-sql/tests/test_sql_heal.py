@@ -1,30 +1,27 @@
-"""Connections that heal on PostgreSQL (issue 18): established flows die silently.
+"""Connections that heal on PostgreSQL (issue 18), through ``anarchon.testing.proxy.FaultProxy``.
 
-The backend talks to the server through ``tests/support/flow_proxy.py``. A
-call on a dead flow hits the backend's call timeout, its connection is shut
-down and dropped from the pool, and the scheduler's retry runs on a fresh
-connection: the next slot runs within one heartbeat plus one call timeout,
-and runs that finished meanwhile are stored.
+- Established flows die silently while new ones work: a call on a dead flow
+  hits the backend's call timeout, its connection is shut down and dropped
+  from the pool, and the scheduler's retry runs on a fresh connection.
+- A blackhole (nothing forwarded on old or new connections), then a heal.
+
+Either way the next slot runs within one heartbeat plus one call timeout of
+the store being reachable again, and runs that finished meanwhile are stored.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from anarchon import Backend
 from anarchon.errors import BackendUnavailableError
+from anarchon.testing.heal import check_heals
+from anarchon.testing.proxy import FaultProxy
 from anarchon_sql import PostgresBackend
 from anarchon_sql.pg_deadline import LIBPQ_DEFAULTS, with_libpq_defaults
 from sqltest_servers import PgServer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
-
-from flow_proxy import FlowProxy
-from heal_check import check_heals
 
 CALL_TIMEOUT_S = 1.5
 
@@ -36,20 +33,19 @@ def _dsn(server: PgServer, port: int) -> str:
     )
 
 
-def test_silently_dead_connections_heal(pg_server: PgServer) -> None:
-    async def main() -> float:
-        proxy = await FlowProxy("127.0.0.1", pg_server.port).start()
+@pytest.mark.parametrize("fault", ["dead_flows", "blackhole"])
+def test_connections_heal(pg_server: PgServer, fault: str) -> None:
+    def make(port: int) -> Backend:
+        return PostgresBackend(_dsn(pg_server, port))
 
-        def make(port: int) -> Backend:
-            return PostgresBackend(_dsn(pg_server, port))
+    async def main(proxy: FaultProxy) -> None:
+        result = await check_heals(
+            make, proxy, fault=fault, heartbeat_s=1.0, call_timeout_s=CALL_TIMEOUT_S
+        )
+        print(f"postgresql {fault}: healed in {result.recovered_s:.2f} s, {result.slots_lost} lost")
 
-        try:
-            return await check_heals(make, proxy, heartbeat_s=1.0, call_timeout_s=CALL_TIMEOUT_S)
-        finally:
-            await proxy.close()
-
-    healed = asyncio.run(main())
-    print(f"postgresql healed in {healed:.2f} s")
+    with FaultProxy("127.0.0.1", pg_server.port) as proxy:
+        asyncio.run(main(proxy))
 
 
 def test_a_call_on_a_dead_connection_times_out_and_frees_its_connection(
@@ -57,14 +53,13 @@ def test_a_call_on_a_dead_connection_times_out_and_frees_its_connection(
 ) -> None:
     """One pooled connection, its flow killed: the call fails after the timeout, the next works."""
 
-    async def main() -> None:
-        proxy = await FlowProxy("127.0.0.1", pg_server.port).start()
+    async def main(proxy: FaultProxy) -> None:
         backend = PostgresBackend(_dsn(pg_server, proxy.port).replace("pool_size=2", "pool_size=1"))
         try:
             await backend.init()
             assert backend.runs is not None
             await backend.runs.now_ms()
-            proxy.freeze()
+            assert proxy.kill_flows() >= 1
             t0 = time.monotonic()
             with pytest.raises(BackendUnavailableError, match=r"timeout after 1\.5 s"):
                 await backend.runs.now_ms()
@@ -74,9 +69,9 @@ def test_a_call_on_a_dead_connection_times_out_and_frees_its_connection(
             assert backend.is_transient(BackendUnavailableError("x"))
         finally:
             await backend.close()
-            await proxy.close()
 
-    asyncio.run(main())
+    with FaultProxy("127.0.0.1", pg_server.port) as proxy:
+        asyncio.run(main(proxy))
 
 
 def test_libpq_defaults_are_added_unless_given() -> None:

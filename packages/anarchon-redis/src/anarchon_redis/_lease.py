@@ -127,6 +127,7 @@ class LeaseRuntime(Runtime):
             self.keep_ms(claim.job),
             "" if ttl is None else int(ttl),
             "" if claim.early_ms is None else int(claim.early_ms),
+            1 if claim.overlap_wait else 0,
         )
 
     # Runtime ------------------------------------------------------------------
@@ -326,6 +327,7 @@ class RedisRunStore(RunStore):
         return int(reply) == 1
 
     native_retry = True
+    overlap_wait = True
 
     async def retry(self, retry: RunRetry) -> ClaimOutcome:
         """End a failed attempt and start the next under the same runner, in one script."""

@@ -208,7 +208,7 @@ _CLAIM = r"""
 -- KEYS: per claim: state, active, slots, runs, results (5 keys)
 -- ARGV: per claim: slot, token, instance, lease_ms, max_attempts, overlap (0/1),
 --       deadline ('' = none), create (0/1), history_size, keep_ms, history_ttl_ms ('' = none),
---       early_ms ('' = none)
+--       early_ms ('' = none), overlap_wait (0/1: an overlap answer writes nothing)
 -- Returns per claim {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
 local function claim(k, a, now)
   local state, active, slots, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
@@ -235,6 +235,7 @@ local function claim(k, a, now)
         end
       end
       if blocker then
+        if ARGV[a + 13] == '1' then return {'overlap', 0, blocker.r, blocker.l, 0} end
         put(state, slot_s, {a = 0, t = token, s = 'skipped', r = instance, l = now, b = now,
                             m = max_attempts, x = 0, f = now})
         redis.call('ZADD', slots, slot_s, slot_s)
@@ -289,7 +290,7 @@ end
 local now = now_ms()
 local out = {}
 for i = 1, #KEYS / 5 do
-  out[i] = claim((i - 1) * 5, (i - 1) * 12, now)
+  out[i] = claim((i - 1) * 5, (i - 1) * 13, now)
 end
 return out
 """

@@ -304,6 +304,13 @@ class SqlRunStore(RunStore):
 
     def __init__(self, backend: SqlBackend) -> None:
         self._backend = backend
+        # The generic claim transaction honours it; a dialect's statements only if they say so.
+        dialect = backend.dialect
+        statements = (
+            dialect.claim_statement(backend.tables),
+            dialect.claim_many_statement(backend.tables),
+        )
+        self.overlap_wait = dialect.claims_take_overlap_wait or statements == (None, None)
 
     def _sql_backend(self) -> SqlBackend:
         return self._backend
@@ -891,7 +898,7 @@ class SqlBackend(Backend):
             None if c.deadline_ms is None else int(c.deadline_ms),
             bool(c.create),
             None if c.early_ms is None else int(c.early_ms),
-        )
+        ) + ((bool(c.overlap_wait),) if self.dialect.claims_take_overlap_wait else ())
 
     async def _claim_row(self, c: RunClaim) -> Row:
         """``(kind, attempt, runner, lease_expires_at, stored_token)`` of one claim."""
@@ -907,7 +914,7 @@ class SqlBackend(Backend):
         out: list[Row] = []
         for chunk in _chunks(claims, self.batch_size):
             if self._claim_many_sql is not None:
-                params = (
+                params: tuple[list[Any], ...] = (
                     [c.job for c in chunk],
                     [int(c.slot) for c in chunk],
                     [c.token for c in chunk],
@@ -919,6 +926,8 @@ class SqlBackend(Backend):
                     [bool(c.create) for c in chunk],
                     [None if c.early_ms is None else int(c.early_ms) for c in chunk],
                 )
+                if self.dialect.claims_take_overlap_wait:
+                    params += ([bool(c.overlap_wait) for c in chunk],)
                 rows = await self._statement(client, self._claim_many_sql, params)
                 by_index = {int(row[0]): tuple(row[1:]) for row in rows}
                 if len(by_index) != len(chunk):
@@ -1029,6 +1038,8 @@ class SqlBackend(Backend):
                 live = await tx.all(s.live_older, (c.job, c.slot, now))
                 if live:
                     runner, lease = live[0]
+                    if c.overlap_wait:  # the caller re-checks: nothing is written yet
+                        return ("overlap", 0, runner, lease, None)
                     await tx.all(
                         s.insert_run,
                         (

@@ -154,6 +154,8 @@ class SqlDialect:
     ``claim_statement(table)``    optional: one statement running the whole claim
     ``*_many_statement(table)``   optional: one statement per chunk of a batch
     ``columns_statement()``       optional: the column names of one table
+    ``claims_take_overlap_wait``  the claim statements take an 11th parameter,
+                                  ``overlap_wait`` (``RunClaim.overlap_wait``)
     ============================  ==================================================
 
     Every optional statement defaults to None: the backend then runs the
@@ -204,6 +206,12 @@ class SqlDialect:
         """
         text = str(error).lower()
         return "already exists" in text or "concurrently updated" in text
+
+    claims_take_overlap_wait: ClassVar[bool] = False
+    """True if :meth:`claim_statement` and :meth:`claim_many_statement` take an 11th
+    parameter (array), ``overlap_wait``: an ``overlap`` answer then writes nothing.
+    Without it (a dialect written before), overlap skips are written at the first
+    ``overlap`` answer, as before."""
 
     def claim_statement(self, table: Callable[[str], str]) -> str | None:
         """One statement that runs the whole claim tree, or None for the generic transaction.

@@ -1,8 +1,8 @@
 """The PL/pgSQL functions of :class:`~anarchon_sql.PostgresBackend`, created at start.
 
-- ``<prefix>claim_v1(...)``: the whole claim tree (docs/leases.md) of one
+- ``<prefix>claim_v3(...)``: the whole claim tree (docs/leases.md) of one
   ``(job, slot)`` in one call;
-- ``<prefix>claim_many_v1(arrays...)``: ``claim_v1`` for each item of a
+- ``<prefix>claim_many_v3(arrays...)``: ``claim_v3`` for each item of a
   chunk, in one call; items are taken in the order of their job lock, items
   of one job in request order; each row carries the item's 1-based index;
 - ``<prefix>heartbeat_many_v1(...)`` and ``<prefix>finish_many_v1(...)``:
@@ -38,8 +38,8 @@ __all__ = [
     "save_many_function",
 ]
 
-CLAIM_FUNCTION = "claim_v2"
-CLAIM_MANY_FUNCTION = "claim_many_v2"
+CLAIM_FUNCTION = "claim_v3"
+CLAIM_MANY_FUNCTION = "claim_many_v3"
 SAVE_MANY_FUNCTION = "save_many_v1"
 HEARTBEAT_MANY_FUNCTION = "heartbeat_many_v1"
 FINISH_MANY_FUNCTION = "finish_many_v1"
@@ -53,7 +53,7 @@ def claim_function(table: Callable[[str], str], now: str) -> str:
 CREATE OR REPLACE FUNCTION {table(CLAIM_FUNCTION)}(
     p_job text, p_slot bigint, p_token text, p_instance text, p_lease_ms bigint,
     p_max_attempts integer, p_overlap boolean, p_deadline bigint, p_create boolean,
-    p_early bigint,
+    p_early bigint, p_overlap_wait boolean,
     OUT out_kind text, OUT out_attempt integer, OUT out_runner text, OUT out_lease bigint,
     OUT out_token text)
 LANGUAGE plpgsql VOLATILE AS $anarchon$
@@ -85,6 +85,12 @@ BEGIN
              WHERE s.job = p_job AND s.status = 'running' AND s.slot < p_slot
                AND s.lease_expires_at > t
              ORDER BY s.slot DESC LIMIT 1;
+            IF FOUND AND p_overlap_wait THEN
+                out_kind := 'overlap';
+                out_runner := b.runner;
+                out_lease := b.lease_expires_at;
+                RETURN;
+            END IF;
             IF FOUND THEN
                 INSERT INTO {runs} (job, slot, attempt, max_attempts, token, status, runner,
                                     lease_expires_at, started_at, finished_at, released)
@@ -190,7 +196,7 @@ def claim_many_function(table: Callable[[str], str], now: str) -> str:
 CREATE OR REPLACE FUNCTION {table(CLAIM_MANY_FUNCTION)}(
     p_jobs text[], p_slots bigint[], p_tokens text[], p_instances text[], p_lease_ms bigint[],
     p_max_attempts integer[], p_overlap boolean[], p_deadlines bigint[], p_create boolean[],
-    p_early bigint[],
+    p_early bigint[], p_overlap_wait boolean[],
     OUT out_i integer, OUT out_kind text, OUT out_attempt integer, OUT out_runner text,
     OUT out_lease bigint, OUT out_token text)
 RETURNS SETOF record
@@ -227,7 +233,7 @@ BEGIN
         SELECT * INTO c FROM {table(CLAIM_FUNCTION)}(
             p_jobs[i], p_slots[i], p_tokens[i], p_instances[i], p_lease_ms[i],
             p_max_attempts[i], p_overlap[i], p_deadlines[i], p_create[i],
-            p_early[i]);
+            p_early[i], p_overlap_wait[i]);
         out_kind := c.out_kind;
         out_attempt := c.out_attempt;
         out_runner := c.out_runner;

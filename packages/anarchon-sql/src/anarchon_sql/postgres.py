@@ -1,18 +1,18 @@
 """``PostgresBackend``: PostgreSQL through psycopg 3 (async), one round trip per claim.
 
 At start the backend creates (once per table prefix and version) a PL/pgSQL
-function ``<prefix>claim_v2(...)`` that runs the whole claim tree (docs/leases.md):
+function ``<prefix>claim_v3(...)`` that runs the whole claim tree (docs/leases.md):
 it takes a transaction-scoped advisory lock on the job
 (``pg_advisory_xact_lock``, the dialect's ``serialize``), reads the server
 clock with ``clock_timestamp()`` after the lock, locks the run's row
 (``FOR UPDATE``) and writes the state and history rows. A claim is then one
-statement — ``SELECT ... FROM <prefix>claim_v2(...)`` — in its own
+statement — ``SELECT ... FROM <prefix>claim_v3(...)`` — in its own
 transaction at READ COMMITTED, where every statement inside the function sees
 the rows committed before it (so the row a concurrent winner inserted is seen
 once its transaction commits and the lock is released).
 
-Batches are one statement per chunk too: ``<prefix>claim_many_v2(arrays)``
-calls ``claim_v2`` for each item (in job-lock order); heartbeats, finishes
+Batches are one statement per chunk too: ``<prefix>claim_many_v3(arrays)``
+calls ``claim_v3`` for each item (in job-lock order); heartbeats, finishes
 and result writes are one call each of ``<prefix>heartbeat_many_v1``,
 ``finish_many_v1`` and ``save_many_v1`` (see :mod:`anarchon_sql.pg_functions`).
 """
@@ -69,6 +69,7 @@ class PostgresDialect(SqlDialect):
     text = "TEXT"
     now_ms = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
     for_update = " FOR UPDATE"
+    claims_take_overlap_wait = True
 
     def __init__(self, paramstyle: ParamStyle = "format") -> None:
         if paramstyle not in ("format", "numeric", "qmark"):
@@ -97,7 +98,7 @@ class PostgresDialect(SqlDialect):
         return super().is_already_created(error)
 
     def extra_tables(self, table: Callable[[str], str]) -> list[str]:
-        """The functions ``<prefix>claim_v2`` and the batch functions (``claim_many_v2``, ``*_many_v1``)."""
+        """The functions ``<prefix>claim_v3`` and the batch functions (``claim_many_v3``, ``*_many_v1``)."""
         return [
             claim_function(table, self.now_ms),
             claim_many_function(table, self.now_ms),
@@ -107,22 +108,22 @@ class PostgresDialect(SqlDialect):
         ]
 
     def claim_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>claim_v2(...)``: the whole claim in one statement."""
+        """``SELECT ... FROM <prefix>claim_v3(...)``: the whole claim in one statement."""
         return (
             "SELECT out_kind, out_attempt, out_runner, out_lease, out_token"
             f" FROM {table(CLAIM_FUNCTION)}(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT),"
             " CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS INTEGER), CAST(? AS BOOLEAN),"
-            " CAST(? AS BIGINT), CAST(? AS BOOLEAN), CAST(? AS BIGINT))"
+            " CAST(? AS BIGINT), CAST(? AS BOOLEAN), CAST(? AS BIGINT), CAST(? AS BOOLEAN))"
         )
 
     def claim_many_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>claim_many_v2(arrays)``: a chunk of claims in one statement."""
+        """``SELECT ... FROM <prefix>claim_many_v3(arrays)``: a chunk of claims in one statement."""
         return (
             "SELECT out_i, out_kind, out_attempt, out_runner, out_lease, out_token"
             f" FROM {table(CLAIM_MANY_FUNCTION)}(CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"
             " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS INTEGER[]),"
             " CAST(? AS BOOLEAN[]), CAST(? AS BIGINT[]), CAST(? AS BOOLEAN[]),"
-            " CAST(? AS BIGINT[]))"
+            " CAST(? AS BIGINT[]), CAST(? AS BOOLEAN[]))"
         )
 
     def heartbeat_many_statement(self, table: Callable[[str], str]) -> str:

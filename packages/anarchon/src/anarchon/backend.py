@@ -84,6 +84,12 @@ class RunStore(abc.ABC):
         """
         return "unknown"
 
+    overlap_wait: bool = False
+    """True when the store honours :attr:`RunClaim.overlap_wait` (an ``overlap``
+    answer then writes nothing). The default, for stores written before this
+    member existed: False, and the scheduler records an overlap skip at the
+    first ``overlap`` answer, as before."""
+
     native_retry: ClassVar[bool] = False
     """True when :meth:`retry` is one atomic step in the store (not the fallback)."""
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from anarchon.clock import Clock
 from anarchon.errors import BackendError
 from anarchon.events import NO_EVENTS, EventBus, job_zone
+from anarchon.overlap_wait import OverlapWait
 from anarchon.run_state import Phase, Run
 from anarchon.skip_log import SkipLog
 from anarchon.store_batches import StoreBatches, chunks
@@ -76,11 +77,15 @@ class ClaimBatcher:
         self._skips = SkipLog(clock, log)
         self._early_logged = False
         self._retrying: set[asyncio.Task[object]] = set()
+        self.waiter: OverlapWait | None = None
+        """Re-checks slots answered ``overlap`` (set by the scheduler if the store can wait)."""
 
     def cancel_retries(self) -> None:
         """Stopping: end every claim waiting out a store outage now (its slot is left to others)."""
         for task in list(self._retrying):
             task.cancel()
+        if self.waiter is not None:
+            self.waiter.cancel()
 
     def submit(self, runs: Sequence[Run]) -> None:
         """Claim ``runs`` now: one task per chunk, none per run."""
@@ -107,6 +112,7 @@ class ClaimBatcher:
             job.history_size,
             job.history_ttl_ms,
             job.jitter_ms + EARLY_ALLOWANCE_MS,
+            run.wait_overlap and self.waiter is not None,
         )
 
     async def _lease_chunk(self, runs: Sequence[Run]) -> None:
@@ -150,6 +156,8 @@ class ClaimBatcher:
                     self.on_won(run, outcome.attempt, lease_until)
             elif kind == "running" and not self.stopping:
                 self.on_backup(run, outcome.lease_expires_at)
+            elif kind == "overlap" and run.wait_overlap and self.waiter is not None:
+                self.waiter.add(run)  # nothing was written: claimed again (overlap_wait.py)
             else:
                 if kind == "overlap" or (kind == "late" and not run.recheck):
                     self._skipped(run, kind)

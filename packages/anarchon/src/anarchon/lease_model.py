@@ -160,6 +160,10 @@ def _claim_new(claim: RunClaim, now: int, blocker: Blocker | None) -> ClaimDecis
     if not claim.create:
         return ClaimDecision(ClaimOutcome("none"), None)
     if not claim.overlap and blocker is not None:
+        if claim.overlap_wait:  # the caller re-checks: nothing is written yet
+            return ClaimDecision(
+                ClaimOutcome("overlap", 0, blocker.runner, blocker.lease_expires_at), None
+            )
         skipped = LeaseState(
             attempt=0,
             token=claim.token,

@@ -222,6 +222,7 @@ class MemoryRunStore(RunStore):
             return decision.ok
 
     native_retry = True
+    overlap_wait = True
 
     async def retry(self, retry: RunRetry) -> ClaimOutcome:
         """End attempt ``retry.token`` after an error and start the next one, in one locked step."""

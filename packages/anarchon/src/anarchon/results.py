@@ -28,6 +28,10 @@ FINISH_WINDOW_S = 0.003
 """Runs that end within this window share one ``finish_many``/``save_results``."""
 
 
+FINISH_RETRY_S = 60.0
+"""How long a finish is retried through a store outage (at least the lease): docs/leases.md."""
+
+
 class ResultBatcher:
     """Collects ended runs and stores their ends in batches."""
 
@@ -166,7 +170,12 @@ class ResultBatcher:
     async def _finish(
         self, finishing: Sequence[tuple[Run, StoredResult]]
     ) -> list[bool | BaseException]:
-        """``finish_many``; retried only while each run's lease lasts (then a backup may own it)."""
+        """``finish_many``; retried (same tokens) for :data:`FINISH_RETRY_S`, past the lease end.
+
+        The store decides: a finish whose token another instance took over
+        answers False, so a late finish never overwrites the new owner's run,
+        and a run whose handler finished is stored once the store is back.
+        """
         requests = [
             RunFinish(run.job.name, run.slot, run.token, result.status, result.error)
             for run, result in finishing
@@ -197,14 +206,11 @@ class ResultBatcher:
 
         async def attempt() -> list[bool]:
             nonlocal current
-            now = self.clock.monotonic()
-            current = [i for i, (run, _r) in enumerate(finishing) if run.lease_until > now]
-            if not current:
-                return []
-            return await self.batches.finish_many([requests[i] for i in current])
+            current = list(range(len(requests)))
+            return await self.batches.finish_many(requests)
 
         left_s = max(run.lease_until for run, _r in finishing) - self.clock.monotonic()
-        deadline = self.policy.now_ms() + int(left_s * 1000)
+        deadline = self.policy.now_ms() + int(max(left_s, FINISH_RETRY_S) * 1000)
         try:
             got = await self.policy.call(attempt, deadline, gated=False)
         except asyncio.CancelledError:

@@ -73,6 +73,7 @@ class Run:
         "task",
         "timeout_timer",
         "token",
+        "wait_overlap",
     )
 
     def __init__(self, job: Job, slot: int, token: str, deadline_ms: int, *, leased: bool) -> None:
@@ -86,6 +87,8 @@ class Run:
         self.phase = Phase.CLAIMING
         self.ending: Ending | None = None
         self.recheck = False
+        self.wait_overlap = True
+        """False for the last claim of a slot answered ``overlap`` (it records the skip)."""
         self.skip_reason: str | None = None
         """Set when the fleet-wide controls skip this won slot (``paused``, ``skip_next``)."""
         """True once this run has been a backup: its claims no longer create the run."""

@@ -54,6 +54,7 @@ from anarchon.jobs import Handler, Job, build_job
 from anarchon.lease_thread import LeaseThread
 from anarchon.leases import LeaseKeeper, safety_margin_ms
 from anarchon.one_off import Once
+from anarchon.overlap_wait import OverlapWait, recheck_interval_ms
 from anarchon.registry import ENV_VAR, resolve_backend
 from anarchon.results import ResultBatcher
 from anarchon.retry_step import RetrySteps
@@ -452,6 +453,16 @@ class Scheduler(JobDeclarations):
             before_claims=lambda: results.landed(_LANDING_WAIT_S),
             on_early=self._time.resync_soon,
         )
+        if self._runs is not None and self._runs.overlap_wait:
+            claims.waiter = OverlapWait(
+                submit=claims.submit,
+                store_now=self._time.now_ms,
+                clock=self.clock,
+                tasks=tasks,
+                interval_ms=recheck_interval_ms(self.heartbeat_ms),
+                call_timeout_ms=int(self.call_timeout_s * 1000),
+                log=self.log,
+            )
         if self._runs is not None:
             keeper = LeaseKeeper(
                 lease_ms=self.lease_ms,

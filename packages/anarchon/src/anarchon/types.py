@@ -189,6 +189,14 @@ class RunClaim:
     A new run for ``slot > store now + early_ms`` is refused with the outcome
     ``early`` (nothing written): the caller's clock runs ahead. ``None``: no check.
     """
+    overlap_wait: bool = False
+    """With ``overlap=False``: an ``overlap`` answer writes nothing (no ``skipped`` state).
+
+    The caller re-claims with the same token until the blocking run has
+    ended, and sends a last claim without ``overlap_wait`` to record the skip
+    (docs/leases.md, "A run ends when its handler ends"). Honoured by stores
+    whose :attr:`~anarchon.RunStore.overlap_wait` is True; others ignore it.
+    """
 
     @classmethod
     def plain(cls, input: ClaimInput) -> RunClaim:

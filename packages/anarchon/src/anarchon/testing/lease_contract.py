@@ -90,6 +90,7 @@ class LeaseContract(RetryContract):
         deadline_ms: int | None = None,
         create: bool = True,
         early_ms: int | None = None,
+        overlap_wait: bool = False,
     ) -> RunClaim:
         """A :class:`RunClaim` with the suite's defaults (deadline: slot + 60 s)."""
         return RunClaim(
@@ -103,6 +104,7 @@ class LeaseContract(RetryContract):
             deadline_ms=deadline_ms if deadline_ms is not None else slot + 60_000,
             create=create,
             early_ms=early_ms,
+            overlap_wait=overlap_wait,
         )
 
     # won / running / retry ------------------------------------------
@@ -275,6 +277,43 @@ class LeaseContract(RetryContract):
             assert len(records) == 1
             assert records[0].status == "skipped"
             assert records[0].reason == "overlap"
+
+        self.run(backend, body)
+
+    def test_overlap_wait_writes_nothing_until_the_last_claim(self, backend: Backend) -> None:
+        """``overlap_wait``: ``overlap`` with nothing written; the same token wins once the run ended.
+
+        A store that does not declare it (``RunStore.overlap_wait`` False) is
+        only asked for the ``overlap`` answer: the scheduler then never sets it.
+        """
+
+        async def body(b: Backend) -> None:
+            runs, job = _runs(b), new_job("lease-overlap-wait")
+            await b.prepare_job(job, 1000)
+            slot1 = await _slot(runs, seconds_ago=1)
+            slot2, slot3 = slot1 + 1000, slot1 + 2000
+            first = self.request(job, slot1, "instance-a")
+            assert (await runs.claim(first)).kind == "won"
+            waiting = self.request(job, slot2, "instance-b", overlap_wait=True)
+            answer = await runs.claim(waiting)
+            assert answer.kind == "overlap"
+            assert answer.runner == "instance-a"
+            if not runs.overlap_wait:
+                return
+            assert await _records(b, job, slot2) == []
+            assert (await runs.claim(waiting)).kind == "overlap"  # re-checked: still blocked
+            # The last claim (no overlap_wait) of another slot records the skip as before.
+            last = self.request(job, slot3, "instance-c")
+            assert (await runs.claim(last)).kind == "overlap"
+            assert [r.reason for r in await _records(b, job, slot3)] == ["overlap"]
+            # The blocking run ends: the waiting slot's re-check wins it, with its token.
+            assert await runs.finish(job, slot1, first.token, "ok")
+            won = await runs.claim(waiting)
+            assert won.kind == "won"
+            assert won.attempt == 1
+            assert won.runner == "instance-b"
+            other = self.request(job, slot2, "instance-c", overlap_wait=True)
+            assert (await runs.claim(other)).kind == "running"
 
         self.run(backend, body)
 

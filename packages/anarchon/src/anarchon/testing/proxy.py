@@ -11,7 +11,8 @@ a process harness can switch its mode at any moment:
 - ``dead_flows``: the connections open at the switch go silently dead for
   good (nothing forwarded, nothing closed: a NAT or firewall that forgot the
   flow), while new connections work.
-- ``latency``: bytes flow, each chunk delayed by ``latency_ms`` per direction.
+- ``latency``: bytes flow, each chunk delayed by ``latency_ms`` towards the
+  store and by ``return_ms`` (default: the same) back to the client, in order.
 
 ::
 
@@ -58,6 +59,7 @@ class FaultProxy:
         self._port = 0
         self._mode = "pass"
         self._latency_s = 0.0
+        self._return_s = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -109,23 +111,35 @@ class FaultProxy:
 
     # Modes -------------------------------------------------------------
 
-    def set_mode(self, mode: str, *, latency_ms: int = 0) -> None:
-        """Switch to ``mode`` (one of :data:`MODES`); ``latency_ms`` for ``latency``."""
+    def set_mode(self, mode: str, *, latency_ms: int = 0, return_ms: int | None = None) -> int:
+        """Switch to ``mode`` (one of :data:`MODES`).
+
+        For ``latency``: ``latency_ms`` towards the store, ``return_ms`` back
+        (``None``: the same). Returns how many open connections the switch
+        made dead (``dead_flows``), else 0.
+        """
         if mode not in MODES:
             raise InvalidConfigError(f"unknown proxy mode {mode!r}; expected one of {MODES}")
-        if latency_ms < 0:
-            raise InvalidConfigError(f"latency_ms must be >= 0, got {latency_ms}")
+        back = latency_ms if return_ms is None else return_ms
+        if latency_ms < 0 or back < 0:
+            raise InvalidConfigError(
+                f"latency must be >= 0 ms each way, got {latency_ms} and {back}"
+            )
         loop = self._loop
         if loop is None:
             raise InvalidConfigError("the proxy is not started")
         done = threading.Event()
+        killed = 0
 
         def switch() -> None:
+            nonlocal killed
             assert self._open is not None
             self._mode = mode
             self._latency_s = latency_ms / 1000 if mode == "latency" else 0.0
+            self._return_s = back / 1000 if mode == "latency" else 0.0
             if mode == "dead_flows":
                 for flow in self._flows:
+                    killed += not flow.dead
                     flow.dead = True
             if mode == "blackhole":
                 self._open.clear()
@@ -134,19 +148,25 @@ class FaultProxy:
             done.set()
 
         loop.call_soon_threadsafe(switch)
-        done.wait(10)
+        if not done.wait(10):
+            raise RuntimeError("the fault proxy did not switch its mode within 10 s")
+        return killed
 
     def blackhole(self) -> None:
         """Forward nothing on any connection (connections are still accepted)."""
         self.set_mode("blackhole")
 
-    def kill_flows(self) -> None:
-        """The open connections go silently dead; new ones work."""
-        self.set_mode("dead_flows")
+    def kill_flows(self) -> int:
+        """The open connections go silently dead; new ones work. Returns how many died."""
+        return self.set_mode("dead_flows")
 
-    def latency(self, ms: int) -> None:
-        """Delay every chunk by ``ms`` in each direction."""
-        self.set_mode("latency", latency_ms=ms)
+    def latency(self, ms: int, *, return_ms: int | None = None) -> None:
+        """Delay every chunk by ``ms`` towards the store and ``return_ms`` (default ``ms``) back.
+
+        Chunks keep their order: a chunk is read, held for the delay, then
+        written, so a later chunk waits behind an earlier one.
+        """
+        self.set_mode("latency", latency_ms=ms, return_ms=return_ms)
 
     def heal(self) -> None:
         """Back to ``pass``: held bytes are delivered; dead flows stay dead."""
@@ -190,6 +210,14 @@ class FaultProxy:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._forward(reader, writer)
+        except asyncio.CancelledError:
+            # stop() cancels every connection's task on purpose; ending quietly here keeps
+            # asyncio from logging "Exception in callback ... CancelledError" for each.
+            return
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
         flow = _Flow(writers=[writer])
         self._flows.add(flow)
@@ -204,7 +232,8 @@ class FaultProxy:
         flow.writers.append(up_writer)
         try:
             await asyncio.gather(
-                self._pump(flow, reader, up_writer), self._pump(flow, up_reader, writer)
+                self._pump(flow, reader, up_writer, back=False),
+                self._pump(flow, up_reader, writer, back=True),
             )
         finally:
             self._flows.discard(flow)
@@ -222,20 +251,44 @@ class FaultProxy:
                 return
 
     async def _pump(
-        self, flow: _Flow, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        flow: _Flow,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        back: bool,
     ) -> None:
+        """Forward one direction: a delay line (each chunk held for the latency, in order)."""
+        loop = asyncio.get_running_loop()
+        line: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+        sender = loop.create_task(self._deliver(flow, line, writer))
         try:
             while True:
                 await self._gate(flow)
                 data = await reader.read(_CHUNK)
                 if not data:
                     break
-                if self._latency_s:
-                    await asyncio.sleep(self._latency_s)
-                await self._gate(flow)
-                writer.write(data)
-                await writer.drain()
+                delay = self._return_s if back else self._latency_s
+                line.put_nowait((loop.time() + delay, data))
+            line.put_nowait(None)
+            await sender
         except OSError:
             return  # the peer reset the connection: this direction is over
         finally:
+            sender.cancel()
             writer.close()
+
+    async def _deliver(
+        self,
+        flow: _Flow,
+        line: asyncio.Queue[tuple[float, bytes] | None],
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        while (item := await line.get()) is not None:
+            due, data = item
+            if (wait := due - loop.time()) > 0:
+                await asyncio.sleep(wait)
+            await self._gate(flow)  # a blackhole or dead flow holds what was read
+            writer.write(data)
+            await writer.drain()

@@ -1,0 +1,126 @@
+"""A run ends when its handler ends: overlap answers are re-checked before a slot is skipped.
+
+With ``overlap=False`` a slot whose job still has a live run elsewhere is
+answered ``overlap``. That live run may only be waiting for its ``finish()``
+to land (a slow link, a retried call): its handler is over. So a claim is
+first sent with :attr:`~anarchon.RunClaim.overlap_wait` (the store writes
+nothing on ``overlap``), and :class:`OverlapWait` re-claims the slot with the
+same token every ``interval`` until the blocking run has ended (the claim is
+then won, or another instance won it) or the slot's time is up: the slot's
+deadline less one call timeout, or the job's next slot, whichever is first.
+Only then is a last claim sent without ``overlap_wait``, which writes the
+``skipped`` (overlap) state as before (see docs/leases.md,
+"A run ends when its handler ends").
+
+Nothing here runs unless a claim was answered ``overlap``: the common case
+costs nothing. Stores that do not honour ``overlap_wait``
+(:attr:`~anarchon.RunStore.overlap_wait` False) get no re-checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from anarchon.clock import Clock
+from anarchon.run_state import Phase, Run
+from anarchon.tasks import TaskSet
+
+__all__ = ["OverlapWait", "recheck_interval_ms"]
+
+
+def recheck_interval_ms(heartbeat_ms: int) -> int:
+    """How often a slot answered ``overlap`` is claimed again: a quarter heartbeat, 100 ms to 1 s."""
+    return min(max(heartbeat_ms // 4, 100), 1000)
+
+
+class OverlapWait:
+    """Slots answered ``overlap`` (nothing written) that are claimed again until their time is up."""
+
+    def __init__(
+        self,
+        *,
+        submit: Callable[[Sequence[Run]], None],
+        store_now: Callable[[], int],
+        clock: Clock,
+        tasks: TaskSet,
+        interval_ms: int,
+        call_timeout_ms: int,
+        log: logging.Logger,
+    ) -> None:
+        self.submit = submit
+        """Claims runs again (the claim batcher's ``submit``)."""
+        self.store_now = store_now
+        self.clock = clock
+        self.tasks = tasks
+        self.interval_ms = interval_ms
+        self.call_timeout_ms = call_timeout_ms
+        self.log = log
+        self.waits = 0
+        """How many ``overlap`` answers were re-checked (instead of written ``skipped``)."""
+        self._waiting: dict[Run, int] = {}
+        """Each waiting run and the store time by which its last claim goes out."""
+        self._task: asyncio.Task[object] | None = None
+        self._stopped = False
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def end_of(self, run: Run) -> int:
+        """Store time of ``run``'s last claim: its deadline less one call timeout, or the next slot."""
+        end = run.deadline_ms - self.call_timeout_ms
+        following = run.job.schedule.next_after(run.slot)
+        if following is not None:
+            end = min(end, following)
+        return end
+
+    def add(self, run: Run) -> None:
+        """``run``'s claim was answered ``overlap`` and nothing was written: claim it again later."""
+        if self._stopped:
+            run.phase = Phase.ENDED
+            return
+        end = self.end_of(run)
+        self.waits += 1
+        if self.log.isEnabledFor(logging.DEBUG):
+            self.log.debug(
+                "anarchon: %s slot %d: an older run is still live; re-checking until %d",
+                run.job.name,
+                run.slot,
+                end,
+                extra={"job": run.job.name, "slot": run.slot},
+            )
+        if self.store_now() + self.interval_ms >= end:
+            self._last(run)
+            self.submit([run])
+            return
+        self._waiting[run] = end
+        if self._task is None or self._task.done():
+            self._task = self.tasks.spawn(self._loop(), "anarchon-overlap-wait")
+
+    def cancel(self) -> None:
+        """Stopping: no more re-checks; the waiting slots are left to other instances."""
+        self._stopped = True
+        for run in self._waiting:
+            run.phase = Phase.ENDED
+        self._waiting.clear()
+        if self._task is not None:
+            self._task.cancel()
+
+    @staticmethod
+    def _last(run: Run) -> None:
+        """The next claim of ``run`` records the skip if the overlap still holds."""
+        run.wait_overlap = False
+
+    async def _loop(self) -> None:
+        while self._waiting:
+            await self.clock.sleep(self.interval_ms / 1000)
+            if self._stopped:
+                return
+            due = list(self._waiting.items())
+            self._waiting.clear()
+            soon = self.store_now() + self.interval_ms
+            for run, end in due:
+                if soon >= end:
+                    self._last(run)
+            self.submit([run for run, _ in due])
