@@ -100,6 +100,8 @@ _INIT_RETRY_S = 15.0
 _NO_JETSTREAM_S = 2.0
 """How long ``init()`` waits when nothing answers JetStream requests at all (not enabled)."""
 _HISTORY_BATCH = 1000
+_MANY_JOBS = 8
+"""``history_many`` of this many jobs or more reads all jobs through one consumer."""
 _JOB_HISTORY_DEFAULT = int(DEFAULTS["history_size"])
 _UNLIMITED = 2**62
 BATCH_CHUNK = 500
@@ -1253,12 +1255,46 @@ class NatsBackend(Backend):
         """
         claims_subject, results_subject = self._job_subjects(job)
         nc = await self._client()
-        claims: list[ClaimRecord] = []
-        results: list[StoredResult] = []
         with self._driver_errors("history"):
             messages = await self._read_subjects(
                 nc, f"{self.prefix}{job}.*", (claims_subject, results_subject)
             )
+        return self._history_of(job, messages, limit)
+
+    async def history_many(self, jobs: Sequence[str], limit: int) -> dict[str, list[RunRecord]]:
+        """The history of each of ``jobs``, read through one consumer for all of them.
+
+        A few jobs are read one by one (:meth:`history`); from
+        :data:`_MANY_JOBS` on, one consumer delivers every job's claims and
+        results subjects at once, and the messages of the jobs asked for are
+        kept. It reads up to the messages the consumer's stream copy held
+        when it was created: in a cluster, a replica a moment behind the
+        leader may miss the newest few (:meth:`history` waits for them).
+        """
+        names = list(dict.fromkeys(jobs))
+        if len(names) < _MANY_JOBS:
+            return await super().history_many(names, limit)
+        subjects = {name: self._job_subjects(name) for name in names}
+        nc = await self._client()
+        with self._driver_errors("history"):
+            messages = await self._read_all_jobs(nc)
+        by_subject: dict[str, list[tuple[str, bytes]]] = {}
+        for subject, data in messages:
+            by_subject.setdefault(subject, []).append((subject, data))
+        return {
+            name: self._history_of(
+                name, by_subject.get(claims, []) + by_subject.get(results, []), limit
+            )
+            for name, (claims, results) in subjects.items()
+        }
+
+    def _history_of(
+        self, job: str, messages: Sequence[tuple[str, bytes]], limit: int
+    ) -> list[RunRecord]:
+        """``job``'s history from its claims and results messages (any order)."""
+        claims_subject, results_subject = self._job_subjects(job)
+        claims: list[ClaimRecord] = []
+        results: list[StoredResult] = []
         for subject, data in messages:
             try:
                 row = json.loads(data)
@@ -1342,6 +1378,41 @@ class NatsBackend(Backend):
                 log.debug("anarchon: deleting history consumer %s failed: %s", consumer, error)
         return out
 
+    async def _read_all_jobs(self, nc: Client) -> list[tuple[str, bytes]]:
+        """Every message under the prefix (each job's claims and results), through one consumer."""
+        created = await self._api(
+            nc,
+            f"CONSUMER.CREATE.{self.stream}",
+            {
+                "stream_name": self.stream,
+                "config": {
+                    "deliver_policy": "all",
+                    "ack_policy": "none",
+                    "replay_policy": "instant",
+                    # every subject of ours: a wildcard per job token makes the server
+                    # match each message against the stream's subject tree (slow with
+                    # thousands of jobs); the caller keeps what it asked for
+                    "filter_subject": f"{self.prefix}>",
+                    "inactive_threshold": 30_000_000_000,
+                    "mem_storage": True,
+                    "num_replicas": 1,
+                    "max_waiting": 1,
+                },
+            },
+        )
+        consumer = str(created["name"])
+        pending = int(created.get("num_pending") or 0)
+        out: list[tuple[str, bytes]] = []
+        try:
+            if pending:
+                await self._pull(nc, consumer, 0, out, count=pending)
+        finally:
+            try:
+                await self._api(nc, f"CONSUMER.DELETE.{self.stream}.{consumer}")
+            except (APIError, BackendUnavailableError) as error:  # it expires by itself
+                log.debug("anarchon: deleting history consumer %s failed: %s", consumer, error)
+        return out
+
     async def _last_sequence(self, nc: Client, subject: str) -> int:
         """The stream sequence of the newest message on ``subject`` (0: none), from the leader."""
         try:
@@ -1353,9 +1424,18 @@ class NatsBackend(Backend):
         return int(body["message"].get("seq") or 0)
 
     async def _pull(
-        self, nc: Client, consumer: str, target: int, out: list[tuple[str, bytes]]
+        self,
+        nc: Client,
+        consumer: str,
+        target: int,
+        out: list[tuple[str, bytes]],
+        *,
+        count: int | None = None,
     ) -> None:
-        """Pull from ``consumer`` until the message with stream sequence ``target`` arrived."""
+        """Pull from ``consumer`` until the message with stream sequence ``target`` arrived.
+
+        With ``count``: until ``count`` messages arrived instead.
+        """
         inbox = nc.new_inbox()
         try:
             sub = await nc.subscribe(inbox, pending_msgs_limit=4 * _HISTORY_BATCH + 16)
@@ -1365,8 +1445,13 @@ class NatsBackend(Backend):
         request = _dumps({"batch": _HISTORY_BATCH, "no_wait": True})
         deadline = time.monotonic() + self.request_timeout
         seen = 0
+        wanted = len(out) + count if count is not None else None
+
+        def short() -> bool:
+            return seen < target if wanted is None else len(out) < wanted
+
         try:
-            while seen < target:
+            while short():
                 try:
                     await nc.publish(next_subject, request, reply=inbox)
                 except _UNREACHABLE as error:
@@ -1390,7 +1475,7 @@ class NatsBackend(Backend):
                     out.append((msg.subject, msg.data))
                     got += 1
                     seen = max(seen, msg.metadata.sequence.stream)
-                if seen < target and got < _HISTORY_BATCH:
+                if short() and got < _HISTORY_BATCH:
                     # The replica holding the consumer has not stored the newest
                     # messages yet (a cluster): wait a moment and pull again.
                     if time.monotonic() > deadline:

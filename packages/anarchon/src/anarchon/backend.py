@@ -221,6 +221,18 @@ class Backend(abc.ABC):
 
     # Optional members -------------------------------------------------
 
+    async def history_many(self, jobs: Sequence[str], limit: int) -> dict[str, list[RunRecord]]:
+        """``history(job, limit)`` of each of ``jobs``, by job (every job given is a key).
+
+        For reading a whole fleet (``anarchon history`` without a job, the
+        fleet checks of :mod:`anarchon.testing.fleet`). Default: ``history``
+        of each job, a few at a time; a store that can read many jobs in one
+        pass overrides it (docs/extending.md, "The members").
+        """
+        names = list(dict.fromkeys(jobs))
+        found = await per_item(lambda job: self.history(job, limit), names, limit=16)
+        return dict(zip(names, found, strict=True))
+
     def check_job(self, limits: JobLimits) -> None:
         """Raise to refuse a job this backend cannot run safely. Default: accept."""
         return None

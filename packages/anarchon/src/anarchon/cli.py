@@ -111,9 +111,9 @@ def cmd_next(args: argparse.Namespace) -> int:
 async def _history(args: argparse.Namespace) -> int:
     backend = await open_backend(args)
     try:
-        records: list[Any] = []
-        for job in await known_jobs(backend, args.jobs):
-            records.extend(await backend.history(job, args.limit))
+        jobs = await known_jobs(backend, args.jobs)
+        found = await backend.history_many(jobs, args.limit)
+        records: list[Any] = [record for job in jobs for record in found[job]]
     finally:
         await backend.close()
     if args.json:

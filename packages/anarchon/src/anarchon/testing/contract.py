@@ -279,6 +279,29 @@ class BackendContract(OneOffContract, JobRetryContract):
 
         self.run(backend, body)
 
+    def test_history_many_equals_history_of_each_job(self, backend: Backend) -> None:
+        """``history_many`` answers, for every job asked (twelve, one of them unknown), its ``history``."""
+
+        async def body(b: Backend) -> None:
+            jobs = [new_job(f"many{i}") for i in range(11)]
+            base = await _base_slot(b, 3)
+            for i, job in enumerate(jobs):
+                await b.prepare_job(job, 1000)
+                for k in range(i % 3 + 1):
+                    await _run_once(b, job, base + 1000 * k, f"instance-{k}", "ok")
+                if i % 4 == 0:  # a claim with no result yet: ``running``
+                    pending = ClaimInput(job, base + 5000, new_token(), "instance-x")
+                    assert await b.claim(pending)
+                    await b.record_claim(pending)
+            asked = [*jobs, new_job("unknown"), jobs[0]]
+            for limit in (10, 2):
+                found = await b.history_many(asked, limit)
+                assert set(found) == set(asked)
+                for job in asked:
+                    assert found[job] == await b.history(job, limit), job
+
+        self.run(backend, body)
+
     def test_manual_runs_are_not_deduplicated(self, backend: Backend) -> None:
         """Two manual runs of one slot both appear, marked manual; the scheduled claim still wins."""
 

@@ -534,31 +534,16 @@ def job_names(job: str, jobs: int = 1) -> list[str]:
     return [job] if jobs == 1 else [f"{job}-{k}" for k in range(jobs)]
 
 
-HISTORY_READS_IN_FLIGHT = 16
-"""How many jobs' histories :func:`read_history` reads at once."""
-
-
 def read_history(reader: Backend | str, job: str | Sequence[str], limit: int) -> list[RunRecord]:
-    """``reader.history(job, limit)`` of each job in a fresh event loop, in the order given.
-
-    Up to :data:`HISTORY_READS_IN_FLIGHT` reads are in flight at once, so a
-    fleet of thousands of jobs is read in seconds on a store with a round
-    trip per read.
-    """
+    """The history of each job (``reader.history_many``) in a fresh event loop, in the order given."""
     backend = resolve_backend(reader)
     jobs = [job] if isinstance(job, str) else list(job)
 
     async def read() -> list[RunRecord]:
         await backend.init()
-        gate = asyncio.Semaphore(HISTORY_READS_IN_FLIGHT)
-
-        async def one(name: str) -> list[RunRecord]:
-            async with gate:
-                return await backend.history(name, limit)
-
         try:
-            parts = await asyncio.gather(*(one(name) for name in jobs))
-            return [record for part in parts for record in part]
+            found = await backend.history_many(jobs, limit)
+            return [record for name in jobs for record in found[name]]
         finally:
             await backend.close()
 
