@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -101,18 +101,37 @@ def test_bad_mode_is_refused(proxy: FaultProxy) -> None:
 
 
 @pytest.mark.slow
-# Only the scenarios that are clean today run here. sigstop_past_lease finds a real
-# overlap (a paused runner's handler completes after SIGCONT while the backup runs
-# the slot: fencing is needed, docs/operations.md "What we test"), and
-# blackhole_then_heal can count a duplicate when the cut-off runner's handler ends
-# inside its lease but its finish cannot be stored. Both are open work, run by hand:
-#   uv run pytest <this file> -s   with the scenario added back to this list.
-@pytest.mark.parametrize("scenario", [faults.kill9_takeover])
-def test_fault_scenario_lease(
-    scenario: Callable[..., faults.FaultReport], redis_server: Server, tmp_path: Path
-) -> None:
-    """Redis ``lease``: no duplicates, overlaps, lost results or missed slots after the fault."""
-    report = scenario(f"{redis_server.url}?strategy=lease", tmp_path=tmp_path)
+def test_kill9_takeover_lease(redis_server: Server, tmp_path: Path) -> None:
+    """Redis ``lease``: no duplicates, overlaps, lost results or missed slots after ``kill -9``."""
+    report = faults.kill9_takeover(f"{redis_server.url}?strategy=lease", tmp_path=tmp_path)
     print(report.summary())
     assert report.slots > 0
     assert report.clean, report.summary()
+
+
+def test_sigstop_zombie_guarded_commits_nothing(redis_server: Server, tmp_path: Path) -> None:
+    """The fenced example of docs/leases.md, paused past its lease: nothing committed after SIGCONT."""
+    report = faults.sigstop_past_lease(
+        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, handler="guarded"
+    )
+    print(report.summary())
+    assert report.recovery_s is not None, report.summary()
+    assert report.fenced_commits_by_stale == [], report.summary()
+    assert report.zombies == [], report.summary()
+    assert report.duplicates == {}, report.summary()
+    assert report.lost == [], report.summary()
+    assert report.missed == [], report.summary()
+    assert report.unfinished == [], report.summary()
+
+
+def test_sigstop_zombie_naive_write_is_refused(redis_server: Server, tmp_path: Path) -> None:
+    """A sync handler that never asks ``still_owner()``: its late write is refused by the fence."""
+    report = faults.sigstop_past_lease(
+        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, handler="naive"
+    )
+    print(report.summary())
+    assert report.recovery_s is not None, report.summary()
+    assert report.refused_writes >= 1, report.summary()
+    assert report.fenced_commits_by_stale == [], report.summary()
+    assert report.zombies == [], report.summary()
+    assert report.duplicates == {}, report.summary()

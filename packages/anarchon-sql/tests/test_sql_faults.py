@@ -1,13 +1,12 @@
-"""Fault scenarios (anarchon.testing.faults) on PostgreSQL: real processes, honest counts.
+"""Fault scenarios (anarchon.testing.faults) on PostgreSQL and SQLite: real processes, honest counts.
 
 Each scenario runs two scheduler processes on one database, injects a fault
-into one of them and asserts that no slot ran twice, overlapped, lost its
-result, was missed or left unfinished.
+into one of them and counts duplicates, zombies, overlaps, fenced commits by
+stale attempts, lost results, missed and unfinished slots (``FaultReport``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,33 @@ from anarchon.testing import faults
 
 
 @pytest.mark.slow
-# Only the scenarios that are clean today run here. sigstop_past_lease finds a real
-# overlap (a paused runner's handler completes after SIGCONT while the backup runs
-# the slot: fencing is needed, docs/operations.md "What we test"), and
-# blackhole_then_heal can count a duplicate when the cut-off runner's handler ends
-# inside its lease but its finish cannot be stored. Both are open work, run by hand:
-#   uv run pytest <this file> -s   with the scenario added back to this list.
-@pytest.mark.parametrize("scenario", [faults.kill9_takeover])
-def test_fault_scenario_postgres(
-    scenario: Callable[..., faults.FaultReport], pg_dsn: str, tmp_path: Path
-) -> None:
+def test_kill9_takeover_postgres(pg_dsn: str, tmp_path: Path) -> None:
     """PostgreSQL: no duplicates, overlaps, lost results, missed or unfinished slots."""
-    report = scenario(pg_dsn, tmp_path=tmp_path)
+    report = faults.kill9_takeover(pg_dsn, tmp_path=tmp_path)
     print(report.summary())
     assert report.slots > 0
     assert report.clean, report.summary()
+
+
+def test_sigstop_zombie_guarded_commits_nothing_postgres(pg_dsn: str, tmp_path: Path) -> None:
+    """The fenced example of docs/leases.md, paused past its lease: nothing committed after SIGCONT."""
+    report = faults.sigstop_past_lease(pg_dsn, tmp_path=tmp_path, handler="guarded")
+    print(report.summary())
+    assert report.recovery_s is not None, report.summary()
+    assert report.fenced_commits_by_stale == [], report.summary()
+    assert report.zombies == [], report.summary()
+    assert report.duplicates == {}, report.summary()
+    assert report.lost == [], report.summary()
+    assert report.missed == [], report.summary()
+    assert report.unfinished == [], report.summary()
+
+
+def test_sigstop_zombie_naive_write_is_refused_postgres(pg_dsn: str, tmp_path: Path) -> None:
+    """A sync handler that never asks ``still_owner()``: its late write is refused by the fence."""
+    report = faults.sigstop_past_lease(pg_dsn, tmp_path=tmp_path, handler="naive")
+    print(report.summary())
+    assert report.recovery_s is not None, report.summary()
+    assert report.refused_writes >= 1, report.summary()
+    assert report.fenced_commits_by_stale == [], report.summary()
+    assert report.zombies == [], report.summary()
+    assert report.duplicates == {}, report.summary()
