@@ -112,7 +112,7 @@ def test_kill9_takeover_lease(redis_server: Server, tmp_path: Path) -> None:
 def test_sigstop_zombie_guarded_commits_nothing(redis_server: Server, tmp_path: Path) -> None:
     """The fenced example of docs/leases.md, paused past its lease: nothing committed after SIGCONT."""
     report = faults.sigstop_past_lease(
-        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, handler="guarded"
+        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, handler="guarded", after_s=3.0
     )
     print(report.summary())
     assert report.recovery_s is not None, report.summary()
@@ -127,7 +127,7 @@ def test_sigstop_zombie_guarded_commits_nothing(redis_server: Server, tmp_path: 
 def test_sigstop_zombie_naive_write_is_refused(redis_server: Server, tmp_path: Path) -> None:
     """A sync handler that never asks ``still_owner()``: its late write is refused by the fence."""
     report = faults.sigstop_past_lease(
-        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, handler="naive"
+        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, handler="naive", after_s=3.0
     )
     print(report.summary())
     assert report.recovery_s is not None, report.summary()

@@ -24,7 +24,7 @@ def test_kill9_takeover_postgres(pg_dsn: str, tmp_path: Path) -> None:
 
 def test_sigstop_zombie_guarded_commits_nothing_postgres(pg_dsn: str, tmp_path: Path) -> None:
     """The fenced example of docs/leases.md, paused past its lease: nothing committed after SIGCONT."""
-    report = faults.sigstop_past_lease(pg_dsn, tmp_path=tmp_path, handler="guarded")
+    report = faults.sigstop_past_lease(pg_dsn, tmp_path=tmp_path, handler="guarded", after_s=3.0)
     print(report.summary())
     assert report.recovery_s is not None, report.summary()
     assert report.fenced_commits_by_stale == [], report.summary()
@@ -37,10 +37,36 @@ def test_sigstop_zombie_guarded_commits_nothing_postgres(pg_dsn: str, tmp_path: 
 
 def test_sigstop_zombie_naive_write_is_refused_postgres(pg_dsn: str, tmp_path: Path) -> None:
     """A sync handler that never asks ``still_owner()``: its late write is refused by the fence."""
-    report = faults.sigstop_past_lease(pg_dsn, tmp_path=tmp_path, handler="naive")
+    report = faults.sigstop_past_lease(pg_dsn, tmp_path=tmp_path, handler="naive", after_s=3.0)
     print(report.summary())
     assert report.recovery_s is not None, report.summary()
     assert report.refused_writes >= 1, report.summary()
     assert report.fenced_commits_by_stale == [], report.summary()
     assert report.zombies == [], report.summary()
     assert report.duplicates == {}, report.summary()
+
+
+def test_blocking_sync_handler_at_stop_sqlite(tmp_path: Path) -> None:
+    """A sync handler blocking 8 s, ``stop()`` of its runner 2 s into it (docs/leases.md).
+
+    No other instance starts the slot while the thread lives (no overlap), and
+    the slot runs once: the thread's completed run is finished, not handed over.
+    """
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    report = faults.blocking_handler_at_stop(url, tmp_path=tmp_path)
+    print(report.summary())
+    assert report.completed_slots == 1, report.summary()
+    assert report.overlaps == [], report.summary()
+    assert report.duplicates == {}, report.summary()
+    assert report.zombies == [], report.summary()
+    assert report.lost == [], report.summary()
+
+
+def test_handover_on_stop_sqlite(tmp_path: Path) -> None:
+    """``stop()`` of the runner of 3 s handlers, ``stop_grace`` 0.5 s: handed over, run once each."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    report = faults.handover_on_stop(url, tmp_path=tmp_path, after_s=6.0)
+    print(report.summary())
+    assert report.recovery_s is not None, report.summary()
+    assert report.slots > 0, report.summary()
+    assert report.clean, report.summary()

@@ -76,6 +76,8 @@ class FaultReport:
     - ``unfinished``: slots of the window that began but whose handler never
       completed on any instance (a crashed run nobody took over; on backends
       without leases that is the documented loss of a crashed run).
+    - ``slots``: the slots of the observed window; ``completed_slots``: the
+      slots (in or out of the window) whose handler completed somewhere.
     - ``recovery_s``: the time from the fault until another instance began the
       slot the faulty instance was running (None: none did within 15 s).
     """
@@ -91,6 +93,7 @@ class FaultReport:
     unfinished: list[int] = field(default_factory=list)
     recovery_s: float | None = None
     slots: int = 0
+    completed_slots: int = 0
 
     @property
     def clean(self) -> bool:
@@ -109,7 +112,8 @@ class FaultReport:
         """One line with every count, for an assertion message or a report table."""
         recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.2f} s"
         return (
-            f"{self.scenario}: {self.slots} slots observed; duplicates {len(self.duplicates)} "
+            f"{self.scenario}: {self.slots} slots observed, {self.completed_slots} completed;"
+            f" duplicates {len(self.duplicates)} "
             f"{sorted(self.duplicates)}; zombies {len(self.zombies)} {self.zombies}; "
             f"overlaps {len(self.overlaps)} {self.overlaps}; fenced commits by stale "
             f"{len(self.fenced_commits_by_stale)}; refused writes {self.refused_writes}; "
@@ -195,6 +199,7 @@ def build_report(
             if any(b.begin <= p <= b.end for b in runs if b is not a for p in points):
                 report.overlaps.append(slot)
                 break
+    report.completed_slots = sum(1 for runs in by_slot.values() if any(a.completed for a in runs))
     report.fenced_commits_by_stale = _stale_commits(effects_path)
     history = read_history(url, job, 1000)
     ok = {r.slot for r in history if r.status == "ok"}

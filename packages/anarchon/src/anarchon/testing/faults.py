@@ -211,6 +211,7 @@ def _run(
     proxy: FaultProxy | None = None,
     before_s: float = 3.0,
     after_s: float = 8.0,
+    recovery_wait_s: float = 15.0,
 ) -> FaultReport:
     job = f"fault-{scenario}-{uuid.uuid4().hex[:8]}"
     tmp = Path(tmp_path)
@@ -224,7 +225,7 @@ def _run(
         index, slot = workers.runner_of_live_slot(victim, max_age_ms)
         fault_ms = _wall_ms()
         fault(workers, index, slot)
-        recovery = _recovery(workers, fault_ms, index, slot, 15.0)
+        recovery = _recovery(workers, fault_ms, index, slot, recovery_wait_s)
         time.sleep(after_s)
         window_end = _wall_ms() - work.handler_ms - work.lease_ms
     finally:
@@ -238,16 +239,18 @@ def _run(
     return report
 
 
-def kill9_takeover(url: str, *, tmp_path: Path | str) -> FaultReport:
+def kill9_takeover(url: str, *, tmp_path: Path | str, after_s: float = 8.0) -> FaultReport:
     """``kill -9`` of the instance running a handler; the other takes over."""
 
     def fault(workers: _Workers, victim: int, slot: int) -> None:
         os.kill(workers.procs[victim].pid, signal.SIGKILL)
 
-    return _run("kill9", url, tmp_path, fault)
+    return _run("kill9", url, tmp_path, fault, after_s=after_s)
 
 
-def sigstop_past_lease(url: str, *, tmp_path: Path | str, handler: str = "plain") -> FaultReport:
+def sigstop_past_lease(
+    url: str, *, tmp_path: Path | str, handler: str = "plain", after_s: float = 8.0
+) -> FaultReport:
     """SIGSTOP the runner for lease + 1 s and until another instance began its slot, then SIGCONT.
 
     ``handler`` is ``plain`` (does not look at its lease), ``guarded`` (the
@@ -272,10 +275,12 @@ def sigstop_past_lease(url: str, *, tmp_path: Path | str, handler: str = "plain"
             os.kill(pid, signal.SIGCONT)
 
     # Pause a handler early in its run, so that it has work left to do when it wakes up.
-    return _run(f"sigstop-{handler}", url, tmp_path, fault, work=work, max_age_ms=500)
+    return _run(
+        f"sigstop-{handler}", url, tmp_path, fault, work=work, max_age_ms=500, after_s=after_s
+    )
 
 
-def blackhole_then_heal(url: str, *, tmp_path: Path | str) -> FaultReport:
+def blackhole_then_heal(url: str, *, tmp_path: Path | str, after_s: float = 8.0) -> FaultReport:
     """A blackholing proxy between one instance and the store for lease + 1 s, then heal."""
     proxy = FaultProxy(*_target(url)).start()
 
@@ -284,10 +289,10 @@ def blackhole_then_heal(url: str, *, tmp_path: Path | str) -> FaultReport:
         time.sleep((DEFAULT.lease_ms + 1000) / 1000)
         proxy.heal()
 
-    return _run("blackhole", url, tmp_path, fault, victim=1, proxy=proxy)
+    return _run("blackhole", url, tmp_path, fault, victim=1, proxy=proxy, after_s=after_s)
 
 
-def handover_on_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
+def handover_on_stop(url: str, *, tmp_path: Path | str, after_s: float = 9.0) -> FaultReport:
     """``stop()`` (SIGTERM) of the runner of a 3 s handler with ``stop_grace`` 0.5 s: a hand-over.
 
     The runner's handlers are cancelled and their leases released once they
@@ -301,11 +306,16 @@ def handover_on_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
         if code != 0:
             raise AssertionError(f"the stopped worker exited with code {code}")
 
-    return _run("handover", url, tmp_path, fault, work=work, max_age_ms=1000)
+    return _run("handover", url, tmp_path, fault, work=work, max_age_ms=1000, after_s=after_s)
 
 
 def store_restart(
-    url: str, *, tmp_path: Path | str, restart: Callable[[], object], name: str = "restart"
+    url: str,
+    *,
+    tmp_path: Path | str,
+    restart: Callable[[], object],
+    name: str = "restart",
+    after_s: float = 10.0,
 ) -> FaultReport:
     """``restart()`` (the caller's: stop the store server, start it again) while handlers run.
 
@@ -317,21 +327,22 @@ def store_restart(
     def fault(workers: _Workers, victim: int, slot: int) -> None:
         restart()
 
-    return _run(name, url, tmp_path, fault, after_s=10.0)
+    return _run(name, url, tmp_path, fault, after_s=after_s)
 
 
 def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
     """Two instances, a sync handler blocking 8 s in one call, ``stop()`` of its runner after 2 s.
 
     An hourly job whose current slot is due at once (``max_late`` 2 h), lease
-    1.5 s, ``stop_grace`` 3 s. No other instance may start the slot while
+    1.5 s, ``stop_grace`` 4 s (``stop()`` waits up to twice that plus one call
+    timeout for a live handler, docs/leases.md "Stopping"). No other instance may start the slot while
     the runner's thread lives: the thread finishes the run, or (the process
     gave up waiting and exited) the other instance takes it over after the
     exit. ``overlaps`` counts a begin of the slot elsewhere between the
     thread's begin and its end (or the runner's exit).
     """
     work = Workload(
-        handler="blocking", handler_ms=8000, every_ms=3_600_000, max_late="2h", stop_grace_s=3.0
+        handler="blocking", handler_ms=8000, every_ms=3_600_000, max_late="2h", stop_grace_s=4.0
     )
 
     def fault(workers: _Workers, victim: int, slot: int) -> None:
@@ -339,8 +350,24 @@ def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
         time.sleep(max(0.0, 2.0 - (_wall_ms() - min(a.begin for a in begun)) / 1000))
         workers.procs[victim].terminate()
         workers.wait_exit(victim, 40)
+        # Let a takeover of the slot (if any) complete before the scenario ends.
+        deadline = time.monotonic() + (work.handler_ms + 4000) / 1000
+        while time.monotonic() < deadline:
+            runs = [a for a in attempts(workers.outs) if a.slot == slot]
+            if all(a.completed or a.instance == f"w{victim}" for a in runs):
+                break
+            time.sleep(0.05)
 
-    return _run("blocking-stop", url, tmp_path, fault, work=work, before_s=0.0, after_s=3.0)
+    return _run(
+        "blocking-stop",
+        url,
+        tmp_path,
+        fault,
+        work=work,
+        before_s=0.0,
+        after_s=0.5,
+        recovery_wait_s=0.5,
+    )
 
 
 SCENARIOS: dict[str, Callable[..., FaultReport]] = {
