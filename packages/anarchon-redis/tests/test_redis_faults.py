@@ -102,11 +102,33 @@ def test_bad_mode_is_refused(proxy: FaultProxy) -> None:
 
 @pytest.mark.slow
 def test_kill9_takeover_lease(redis_server: Server, tmp_path: Path) -> None:
-    """Redis ``lease``: no duplicates, overlaps, lost results or missed slots after ``kill -9``."""
+    """Redis ``lease``: the other instance takes over as attempt 2; nothing else goes wrong."""
     report = faults.kill9_takeover(f"{redis_server.url}?strategy=lease", tmp_path=tmp_path)
     print(report.summary())
     assert report.slots > 0
     assert report.clean, report.summary()
+    assert report.recovery_s is not None, report.summary()
+    other = "w1" if report.victim == "w0" else "w0"
+    assert report.fault_history == [
+        (1, report.victim, "interrupted", "lease_lost"),
+        (2, other, "ok", None),
+    ], report.summary()
+
+
+def test_kill9_stream_id_loses_the_running_slot_only(redis_server: Server, tmp_path: Path) -> None:
+    """Redis ``stream-id`` (claims, no leases): the killed run is lost, as documented; no more."""
+    report = faults.kill9_takeover(
+        f"{redis_server.url}?strategy=stream-id", tmp_path=tmp_path, after_s=4.0
+    )
+    print(report.summary())
+    assert report.slots > 0, report.summary()
+    assert report.recovery_s is None, "a claim-only strategy took a run over"
+    assert report.fault_slot in report.unfinished, report.summary()
+    assert len(report.unfinished) <= 2, report.summary()  # the victim's running slots
+    assert report.duplicates == {}, report.summary()
+    assert report.overlaps == [], report.summary()
+    assert report.lost == [], report.summary()
+    assert report.missed == [], report.summary()
 
 
 def test_sigstop_zombie_guarded_commits_nothing(redis_server: Server, tmp_path: Path) -> None:

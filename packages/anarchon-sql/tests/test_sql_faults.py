@@ -13,13 +13,29 @@ import pytest
 from anarchon.testing import faults
 
 
-@pytest.mark.slow
-def test_kill9_takeover_postgres(pg_dsn: str, tmp_path: Path) -> None:
-    """PostgreSQL: no duplicates, overlaps, lost results, missed or unfinished slots."""
-    report = faults.kill9_takeover(pg_dsn, tmp_path=tmp_path)
+def _taken_over_as_attempt_2(report: faults.FaultReport) -> None:
     print(report.summary())
     assert report.slots > 0
     assert report.clean, report.summary()
+    assert report.recovery_s is not None, report.summary()
+    other = "w1" if report.victim == "w0" else "w0"
+    assert report.fault_history == [
+        (1, report.victim, "interrupted", "lease_lost"),
+        (2, other, "ok", None),
+    ], report.summary()
+
+
+@pytest.mark.slow
+def test_kill9_takeover_postgres(pg_dsn: str, tmp_path: Path) -> None:
+    """PostgreSQL: the other instance takes over as attempt 2; nothing else goes wrong."""
+    _taken_over_as_attempt_2(faults.kill9_takeover(pg_dsn, tmp_path=tmp_path))
+
+
+@pytest.mark.slow
+def test_kill9_takeover_sqlite(tmp_path: Path) -> None:
+    """SQLite (two processes on one file): the same takeover."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    _taken_over_as_attempt_2(faults.kill9_takeover(url, tmp_path=tmp_path, after_s=4.0))
 
 
 def test_sigstop_zombie_guarded_commits_nothing_postgres(pg_dsn: str, tmp_path: Path) -> None:

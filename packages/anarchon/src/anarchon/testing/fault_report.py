@@ -78,6 +78,9 @@ class FaultReport:
       without leases that is the documented loss of a crashed run).
     - ``slots``: the slots of the observed window; ``completed_slots``: the
       slots (in or out of the window) whose handler completed somewhere.
+    - ``fault_slot``, ``victim``: the slot the faulty instance was running and
+      that instance; ``fault_history``: the store's history of that slot,
+      ``(attempt, instance, status, reason)`` by attempt.
     - ``recovery_s``: the time from the fault until another instance began the
       slot the faulty instance was running (None: none did within 15 s).
     """
@@ -94,6 +97,9 @@ class FaultReport:
     recovery_s: float | None = None
     slots: int = 0
     completed_slots: int = 0
+    fault_slot: int | None = None
+    victim: str | None = None
+    fault_history: list[tuple[int, str, str, str | None]] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -174,10 +180,16 @@ def build_report(
     window: tuple[int, int],
     every_ms: int,
     effects_path: Path | None = None,
+    fault: tuple[int, str] | None = None,
 ) -> FaultReport:
-    """Count what went wrong in the slots of ``window`` (wall-clock ms, first and last)."""
+    """Count what went wrong in the slots of ``window`` (wall-clock ms, first and last).
+
+    ``fault`` is ``(slot, instance)``: the slot the faulty instance was running.
+    """
     found = attempts(outs)
     report = FaultReport(scenario)
+    if fault is not None:
+        report.fault_slot, report.victim = fault
     by_slot: dict[int, list[Attempt]] = defaultdict(list)
     for a in found:
         by_slot[a.slot].append(a)
@@ -204,6 +216,11 @@ def build_report(
     history = read_history(url, job, 1000)
     ok = {r.slot for r in history if r.status == "ok"}
     skipped = {r.slot for r in history if r.status == "skipped"}
+    report.fault_history = sorted(
+        (r.attempt, r.instance_id, r.status, r.reason)
+        for r in history
+        if r.slot == report.fault_slot and not r.manual
+    )
     report.lost = sorted(
         s for s, runs in by_slot.items() if any(a.completed for a in runs) and s not in ok
     )

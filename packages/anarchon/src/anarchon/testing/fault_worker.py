@@ -120,17 +120,21 @@ async def _work(args: argparse.Namespace, out: TextIO) -> None:
     from anarchon import Scheduler
 
     backend = resolve_backend(args.backend)
-    scheduler = Scheduler(
-        backend,
-        instance_id=args.instance,
-        lease=f"{args.lease_ms}ms",
-        heartbeat=f"{args.heartbeat_ms}ms",
-        stop_grace=args.stop_grace,
-    )
-    handler = _handler(args, _Recorder(out))
     every = f"{args.every_ms}ms"
     late = {"max_late": args.max_late} if args.max_late else {}
-    scheduler.every(args.job, every, handler, jitter=0, overlap=True, max_attempts=3, **late)
+    handler = _handler(args, _Recorder(out))
+    if args.no_lease:  # a backend without leases refuses every lease option
+        scheduler = Scheduler(backend, instance_id=args.instance, stop_grace=args.stop_grace)
+        scheduler.every(args.job, every, handler, jitter=0, **late)
+    else:
+        scheduler = Scheduler(
+            backend,
+            instance_id=args.instance,
+            lease=f"{args.lease_ms}ms",
+            heartbeat=f"{args.heartbeat_ms}ms",
+            stop_grace=args.stop_grace,
+        )
+        scheduler.every(args.job, every, handler, jitter=0, overlap=True, max_attempts=3, **late)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     try:
@@ -158,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lease-ms", type=int, default=1500)
     parser.add_argument("--heartbeat-ms", type=int, default=500)
     parser.add_argument("--stop-grace", type=float, default=1.0)
+    parser.add_argument("--no-lease", action="store_true", help="a backend without leases")
     args = parser.parse_args(argv)
     if args.handler in ("guarded", "naive") and not args.effects:
         parser.error(f"--handler {args.handler} needs --effects PATH")

@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from anarchon.registry import resolve_backend
 from anarchon.testing.fault_report import Attempt, FaultReport, attempts, build_report, lines
 from anarchon.testing.proxy import FaultProxy
 
@@ -73,10 +74,14 @@ class Workload:
     lease_ms: int = 1500
     heartbeat_ms: int = 500
     stop_grace_s: float = 1.0
+    leases: bool = True
+    """False on a backend without leases (claim-only): no lease options are passed."""
 
     def args(self) -> list[str]:
         """The worker's command-line arguments for this workload."""
         out = ["--handler", self.handler, "--handler-ms", str(self.handler_ms)]
+        if not self.leases:
+            out.append("--no-lease")
         out += ["--every-ms", str(self.every_ms), "--lease-ms", str(self.lease_ms)]
         out += ["--heartbeat-ms", str(self.heartbeat_ms), "--stop-grace", str(self.stop_grace_s)]
         if self.max_late:
@@ -213,19 +218,28 @@ def _run(
     after_s: float = 8.0,
     recovery_wait_s: float = 15.0,
 ) -> FaultReport:
+    """Start the workers, wait ``before_s``, inject ``fault``, wait ``after_s``, count.
+
+    On a backend without leases (``runs`` is None) the workers run the job
+    claim-only, and nothing takes a faulty instance's run over.
+    """
     job = f"fault-{scenario}-{uuid.uuid4().hex[:8]}"
     tmp = Path(tmp_path)
+    work = replace(work, leases=resolve_backend(url).runs is not None)
     urls = [url, url if proxy is None else proxied_url(url, proxy.port)]
     workers = _Workers(urls, tmp, job, work)
     recovery: float | None = None
+    index, slot = -1, 0
     try:
         workers.wait_started()
         time.sleep(before_s)
-        window_start = _wall_ms()
         index, slot = workers.runner_of_live_slot(victim, max_age_ms)
+        window_start = min(_wall_ms(), slot - 1)  # the victim's slot is in the window
         fault_ms = _wall_ms()
         fault(workers, index, slot)
-        recovery = _recovery(workers, fault_ms, index, slot, recovery_wait_s)
+        # Without leases nothing takes over: watch a few seconds, to see that nothing does.
+        wait_s = recovery_wait_s if work.leases else min(recovery_wait_s, 3.0)
+        recovery = _recovery(workers, fault_ms, index, slot, wait_s)
         time.sleep(after_s)
         window_end = _wall_ms() - work.handler_ms - work.lease_ms
     finally:
@@ -233,7 +247,14 @@ def _run(
         if proxy is not None:
             proxy.stop()
     report = build_report(
-        scenario, workers.outs, url, job, (window_start, window_end), work.every_ms, workers.effects
+        scenario,
+        workers.outs,
+        url,
+        job,
+        (window_start, window_end),
+        work.every_ms,
+        workers.effects,
+        fault=(slot, f"w{index}"),
     )
     report.recovery_s = recovery
     return report
@@ -266,7 +287,7 @@ def sigstop_past_lease(
         os.kill(pid, signal.SIGSTOP)
         try:
             time.sleep((work.lease_ms + 1000) / 1000)
-            deadline = time.monotonic() + 15
+            deadline = time.monotonic() + (15 if workers.work.leases else 0)
             while time.monotonic() < deadline and not _taken_over(
                 workers, stopped_ms, victim, slot
             ):
