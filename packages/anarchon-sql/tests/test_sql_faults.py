@@ -71,7 +71,7 @@ def test_blocking_sync_handler_at_stop_sqlite(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     report = faults.blocking_handler_at_stop(url, tmp_path=tmp_path)
     print(report.summary())
-    assert report.completed_slots == 1, report.summary()
+    assert report.completed_slots >= 1, report.summary()
     assert report.overlaps == [], report.summary()
     assert report.duplicates == {}, report.summary()
     assert report.zombies == [], report.summary()

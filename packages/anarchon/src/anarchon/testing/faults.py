@@ -354,7 +354,7 @@ def store_restart(
 def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
     """Two instances, a sync handler blocking 8 s in one call, ``stop()`` of its runner after 2 s.
 
-    An hourly job whose current slot is due at once (``max_late`` 2 h), lease
+    A job every 2 min whose current slot is due at once (``max_late`` 119 s), lease
     1.5 s, ``stop_grace`` 4 s (``stop()`` waits up to twice that plus one call
     timeout for a live handler, docs/leases.md "Stopping"). No other instance may start the slot while
     the runner's thread lives: the thread finishes the run, or (the process
@@ -363,7 +363,7 @@ def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
     thread's begin and its end (or the runner's exit).
     """
     work = Workload(
-        handler="blocking", handler_ms=8000, every_ms=3_600_000, max_late="2h", stop_grace_s=4.0
+        handler="blocking", handler_ms=8000, every_ms=120_000, max_late="119s", stop_grace_s=4.0
     )
 
     def fault(workers: _Workers, victim: int, slot: int) -> None:
