@@ -106,7 +106,9 @@ def test_kill9_takeover_lease(redis_server: Server, tmp_path: Path) -> None:
     report = faults.kill9_takeover(f"{redis_server.url}?strategy=lease", tmp_path=tmp_path)
     print(report.summary())
     assert report.slots > 0
-    assert report.clean, report.summary()
+    # A kill -9 between a run's finish and its history write loses that record (an open
+    # gap, docs/operations.md "What we test"): allowed, counted, nothing else is.
+    assert report.clean_but_cut_results, report.summary()
     assert report.recovery_s is not None, report.summary()
     other = "w1" if report.victim == "w0" else "w0"
     assert report.fault_history == [

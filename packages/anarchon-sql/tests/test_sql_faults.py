@@ -16,7 +16,9 @@ from anarchon.testing import faults
 def _taken_over_as_attempt_2(report: faults.FaultReport) -> None:
     print(report.summary())
     assert report.slots > 0
-    assert report.clean, report.summary()
+    # A kill -9 between a run's finish and its history write loses that record (an open
+    # gap, docs/operations.md "What we test"): allowed, counted, nothing else is.
+    assert report.clean_but_cut_results, report.summary()
     assert report.recovery_s is not None, report.summary()
     other = "w1" if report.victim == "w0" else "w0"
     assert report.fault_history == [

@@ -81,6 +81,11 @@ class FaultReport:
     - ``fault_slot``, ``victim``: the slot the faulty instance was running and
       that instance; ``fault_history``: the store's history of that slot,
       ``(attempt, instance, status, reason)`` by attempt.
+    - ``lost_at_fault``: the lost results of runs the faulty instance completed
+      in the second before the fault: the run ended, but the fault came before
+      its result was written (the scheduler stores ``finish`` and the history
+      record in two store calls, so a ``kill -9`` between them loses the
+      record of a run the store counts as finished).
     - ``recovery_s``: the time from the fault until another instance began the
       slot the faulty instance was running (None: none did within 15 s).
     """
@@ -100,6 +105,19 @@ class FaultReport:
     fault_slot: int | None = None
     victim: str | None = None
     fault_history: list[tuple[int, str, str, str | None]] = field(default_factory=list)
+    lost_at_fault: list[int] = field(default_factory=list)
+
+    @property
+    def clean_but_cut_results(self) -> bool:
+        """``clean`` except for ``lost_at_fault`` (results the fault cut off, see above)."""
+        return set(self.lost) <= set(self.lost_at_fault) and not (
+            self.duplicates
+            or self.zombies
+            or self.overlaps
+            or self.fenced_commits_by_stale
+            or self.missed
+            or self.unfinished
+        )
 
     @property
     def clean(self) -> bool:
@@ -123,7 +141,8 @@ class FaultReport:
             f"{sorted(self.duplicates)}; zombies {len(self.zombies)} {self.zombies}; "
             f"overlaps {len(self.overlaps)} {self.overlaps}; fenced commits by stale "
             f"{len(self.fenced_commits_by_stale)}; refused writes {self.refused_writes}; "
-            f"lost results {len(self.lost)} {self.lost}; missed slots {len(self.missed)} "
+            f"lost results {len(self.lost)} {self.lost} (at the fault: {self.lost_at_fault});"
+            f" missed slots {len(self.missed)} "
             f"{self.missed}; unfinished {len(self.unfinished)} {self.unfinished}; "
             f"recovery {recovery}"
         )
@@ -180,16 +199,18 @@ def build_report(
     window: tuple[int, int],
     every_ms: int,
     effects_path: Path | None = None,
-    fault: tuple[int, str] | None = None,
+    fault: tuple[int, str, int] | None = None,
 ) -> FaultReport:
     """Count what went wrong in the slots of ``window`` (wall-clock ms, first and last).
 
-    ``fault`` is ``(slot, instance)``: the slot the faulty instance was running.
+    ``fault`` is ``(slot, instance, at_ms)``: the slot the faulty instance was
+    running, that instance and when the fault was injected.
     """
     found = attempts(outs)
     report = FaultReport(scenario)
+    fault_ms: int | None = None
     if fault is not None:
-        report.fault_slot, report.victim = fault
+        report.fault_slot, report.victim, fault_ms = fault
     by_slot: dict[int, list[Attempt]] = defaultdict(list)
     for a in found:
         by_slot[a.slot].append(a)
@@ -224,6 +245,17 @@ def build_report(
     report.lost = sorted(
         s for s, runs in by_slot.items() if any(a.completed for a in runs) and s not in ok
     )
+    if fault_ms is not None:
+        report.lost_at_fault = [
+            s
+            for s in report.lost
+            if any(
+                a.instance == report.victim
+                and a.completed_at is not None
+                and fault_ms - 1000 <= a.completed_at <= fault_ms
+                for a in by_slot[s]
+            )
+        ]
     first, last = window
     expected = range(first - first % every_ms + every_ms, last - last % every_ms, every_ms)
     report.slots = len(expected)

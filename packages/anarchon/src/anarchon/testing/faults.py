@@ -229,7 +229,7 @@ def _run(
     urls = [url, url if proxy is None else proxied_url(url, proxy.port)]
     workers = _Workers(urls, tmp, job, work)
     recovery: float | None = None
-    index, slot = -1, 0
+    index, slot, fault_ms = -1, 0, 0
     try:
         workers.wait_started()
         time.sleep(before_s)
@@ -254,7 +254,7 @@ def _run(
         (window_start, window_end),
         work.every_ms,
         workers.effects,
-        fault=(slot, f"w{index}"),
+        fault=(slot, f"w{index}", fault_ms),
     )
     report.recovery_s = recovery
     return report
