@@ -19,6 +19,7 @@ scheduler's store: every store's scenario uses it the same way.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
