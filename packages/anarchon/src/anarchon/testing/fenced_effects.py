@@ -55,7 +55,18 @@ def connect(path: Path | str) -> sqlite3.Connection:
     return conn
 
 
+_LOCK = threading.Lock()
+"""One transaction at a time on a connection shared by a process's handler threads."""
+
+
 def _write(
+    conn: sqlite3.Connection, kind: str, sql: str, run_id: str, fence: int, who: str
+) -> bool:
+    with _LOCK:
+        return _transaction(conn, kind, sql, run_id, fence, who)
+
+
+def _transaction(
     conn: sqlite3.Connection, kind: str, sql: str, run_id: str, fence: int, who: str
 ) -> bool:
     conn.execute("BEGIN IMMEDIATE")
