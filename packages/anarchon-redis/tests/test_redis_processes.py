@@ -5,23 +5,16 @@
   the common window ran exactly once (``anarchon.testing.fleet``).
 - 4 processes x 2,000 jobs every 1 s on Redis (lease) for at least 10 s: every
   job-slot exactly once, no outage logged (``anarchon.testing.fleet``).
-- ``kill -9`` of the runner: a backup process takes over as attempt 2 within
-  lease + heartbeat, and history records both attempts.
 - redis-server (``appendonly yes``, ``appendfsync always``) is killed and
   restarted while runs are in flight: no slot runs twice, each scheduler logs
   the outage once, and it resumes on its own.
 
-The last two run ``redis_worker.py`` (a blocking handler, several strategies
-in one process), which the shared harness does not offer.
+The ``kill -9`` takeover is the shipped scenario
+``anarchon.testing.faults.kill9_takeover`` (test_redis_faults.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -30,43 +23,9 @@ from pathlib import Path
 
 import pytest
 from anarchon.testing.fleet import Fleet, read_history, run_fleet, start_fleet
-from anarchon.types import RunRecord
-from anarchon_redis import RedisBackend, ValkeyBackend
-from anarchon_redis.backend import RedisBackendBase
 from redis_servers import Server, start_server
 
-WORKER = str(Path(__file__).with_name("redis_worker.py"))
 PERIOD_MS = 200
-
-
-def _spawn(*args: str, stderr: Path | None = None) -> subprocess.Popen[bytes]:
-    err = open(stderr, "wb") if stderr is not None else subprocess.PIPE  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, WORKER, *args],
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-        start_new_session=True,
-    )
-    if stderr is not None:
-        err.close()  # type: ignore[union-attr]
-    return proc
-
-
-def _lines(path: Path) -> list[list[str]]:
-    if not path.exists():
-        return []
-    return [line.split() for line in path.read_text().splitlines() if line.strip()]
-
-
-def _history(backend: RedisBackendBase, job: str, limit: int) -> list[RunRecord]:
-    async def read() -> list[RunRecord]:
-        await backend.init()
-        try:
-            return await backend.history(job, limit)
-        finally:
-            await backend.close()
-
-    return asyncio.run(read())
 
 
 # 8 processes, exactly once (the shared harness, anarchon.testing.fleet) -----------------
@@ -147,61 +106,6 @@ def test_four_processes_two_thousand_jobs_every_second(
     result.assert_exactly_once()
     warnings = [line for log in result.stderr for line in log.splitlines() if "WARNING" in line]
     assert warnings == [], warnings[:5]
-
-
-# kill -9 → takeover as attempt 2 ---------------------------------------------------------------
-
-LEASE_MS = 1500
-HEARTBEAT_MS = 500
-
-
-def _wait_line(path: Path, prefix: str, timeout: float) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for fields in _lines(path):
-            if fields[0] == prefix:
-                return fields
-        time.sleep(0.02)
-    raise AssertionError(f"no {prefix!r} line in {path} after {timeout} s")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", ["redis", "valkey"])
-def test_kill9_takeover_as_attempt_2(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    server: Server = request.getfixturevalue(f"{kind}_server")
-    job = f"crash-{uuid.uuid4().hex[:8]}"
-    out_a, out_b = tmp_path / "a.txt", tmp_path / "b.txt"
-    lease, beat = f"{LEASE_MS}ms", f"{HEARTBEAT_MS}ms"
-    a = _spawn("long", kind, server.url, "runner-a", job, lease, beat, str(out_a))
-    b: subprocess.Popen[bytes] | None = None
-    try:
-        started = _wait_line(out_a, "started", 30)
-        assert started[2] == "1"
-        slot = int(started[1])
-        b = _spawn("long", kind, server.url, "backup-b", job, lease, beat, str(out_b))
-        _wait_line(out_b, "start", 30)
-        time.sleep(1.5 * HEARTBEAT_MS / 1000)  # b has claimed: it is a backup now
-        assert not [f for f in _lines(out_b) if f[0] == "started"], "b ran while a held the lease"
-        os.kill(a.pid, signal.SIGKILL)
-        killed = time.monotonic()
-        a.wait(10)
-        taken = _wait_line(out_b, "started", 30)
-        elapsed = time.monotonic() - killed
-        assert taken[1:] == [str(slot), "2", "backup-b"]
-        assert elapsed <= (LEASE_MS + HEARTBEAT_MS) / 1000 + 0.5, f"takeover took {elapsed:.2f} s"
-    finally:
-        for proc in (a, b):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    cls = RedisBackend if kind == "redis" else ValkeyBackend
-    records = [r for r in _history(cls(server.url), job, 10) if r.slot == slot]
-    assert [(r.attempt, r.instance_id, r.status, r.reason) for r in records] == [
-        (2, "backup-b", "running", None),
-        (1, "runner-a", "interrupted", "lease_lost"),
-    ]
 
 
 # Server restart while runs are in flight -------------------------------------------------------

@@ -59,6 +59,26 @@ class PgServer:
         """``postgresql://postgres@127.0.0.1:<port>/<database>``."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
 
+    def restart(self) -> None:
+        """Crash the server (immediate shutdown) and start it again on the same port and data."""
+        _run(
+            [
+                *self.user_prefix,
+                os.path.join(self.bindir, "pg_ctl"),
+                "-D",
+                self.datadir,
+                "-l",
+                os.path.join(self.root, "server.log"),
+                "-m",
+                "immediate",
+                "-w",
+                "-t",
+                "60",
+                "restart",
+            ],
+            "pg_ctl restart",
+        )
+
     def stop(self) -> None:
         """Stop the server (fast shutdown) and delete its files."""
         subprocess.run(

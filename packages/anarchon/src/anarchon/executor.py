@@ -234,11 +234,11 @@ async def _outlive(run: Run, thread: asyncio.Future[Any]) -> None:
     starts beside it (docs/leases.md, "A lease lives as long as its handler").
     Only a cancellation without ``ctx.cancelled`` (the task is being torn
     down) or a run ``abandoned`` by ``stop()`` stops the wait; the thread's
-    lease then expires, it is never released.
+    lease then expires, it is never released. A thread that returns normally
+    after a cancellation completed its run: the run ends with its result.
     """
     ctx = run.ctx
     assert ctx is not None
-    cancelled = False
     while True:
         try:
             await asyncio.shield(thread)
@@ -247,12 +247,12 @@ async def _outlive(run: Run, thread: asyncio.Future[Any]) -> None:
                 break  # the thread ended as the cancellation came in
             if not ctx.cancelled.is_set() or run.abandoned:
                 raise
-            cancelled = True
             task = asyncio.current_task()
             if task is not None and sys.version_info >= (3, 11):
                 task.uncancel()
             continue
         break
-    if cancelled or ctx.cancelled.is_set():
-        thread.result()  # the thread's own error, if it raised one
-        raise asyncio.CancelledError
+    # The thread's own error, if it raised one. A thread that returned after its
+    # run was cancelled has done its work: its result is the run's (handing the
+    # run over would have another instance do it again).
+    thread.result()

@@ -123,7 +123,7 @@ class ResultBatcher:
                     extra=log_extra(run.job.name, run.slot, run.attempt, self.instance_id, zone),
                 )
                 self.on_stored(run)
-            elif run.ending is Ending.HAND_OVER:
+            elif run.ending is Ending.HAND_OVER and result.status != "ok":
                 await self._release(run)
             else:
                 finishing.append((run, result))

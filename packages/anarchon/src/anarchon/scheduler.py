@@ -585,8 +585,9 @@ class Scheduler(JobDeclarations):
         timeout, store outage or not. A handler that still lives after that
         (a sync handler's thread, an async one that swallows cancellation)
         keeps its lease: a warning names it and ``stop()`` waits up to
-        ``stop_grace`` more, renewing its lease, then hands it over once it
-        ends. If it still lives then, ``stop()`` returns without releasing
+        ``stop_grace`` more, renewing its lease, then finishes it with its
+        result once it returns normally (it did its work), or hands it over if
+        it raised. If it still lives then, ``stop()`` returns without releasing
         its lease, which expires one lease after its last renewal.
         """
         if not self._started:

@@ -1,29 +1,30 @@
 """Fault scenarios: real scheduler processes on one store, a fault, and an honest count.
 
-Each scenario starts two worker processes (``python -m anarchon.testing.faults
-worker``) that run one interval job on the same store URL, injects a fault
-into one of them, and returns a :class:`FaultReport` counting what went
-wrong, measured from files the handlers write (wall-clock ms):
+Each scenario starts two worker processes (:mod:`anarchon.testing.fault_worker`)
+that run one interval job on the same store URL, injects a fault into the
+one running a handler, and returns a :class:`~anarchon.testing.fault_report.FaultReport`
+counting what went wrong, measured from files the handlers write (its
+docstring defines every count: duplicates, zombies, overlaps, fenced commits
+by stale attempts, refused writes, lost, missed, unfinished, recovery).
 
-- ``duplicates``: slots whose handler *completed* more than once;
-- ``overlaps``: slots where two attempts were alive at the same time (a
-  record of one attempt, its start, a tick every 100 ms or its end, falls
-  inside another attempt's interval; a frozen or dead process writes no
-  ticks, so it is not counted as alive);
-- ``lost``: slots whose handler completed but the store's history has no
-  ``ok`` result for them;
-- ``missed``: slots of the observed window that no handler started (a slot
-  the store recorded ``skipped`` is not missed);
-- ``unfinished``: slots of the window that began but whose handler never
-  completed on any instance (a crashed run nobody took over).
+Scenarios:
 
-``recovery_s`` is the time from the fault until the other instance began the
-slot the faulty instance was running (None: it never did within 15 s).
+- :func:`kill9_takeover`: ``kill -9`` of the runner; the other instance takes
+  the run over when its lease expires.
+- :func:`sigstop_past_lease`: SIGSTOP the runner past its lease, until the
+  other instance has begun the slot, then SIGCONT. With ``handler="guarded"``
+  the handler is the fenced example of docs/leases.md; with ``"naive"`` it
+  writes through the same fence without asking ``still_owner()``.
+- :func:`blackhole_then_heal`: a :class:`~anarchon.testing.proxy.FaultProxy`
+  between one instance and the store blackholes for lease + 1 s, then heals.
+- :func:`handover_on_stop`: SIGTERM (``stop()``) of the runner of a handler
+  longer than ``stop_grace``: it is cancelled and handed over.
+- :func:`store_restart`: the caller's ``restart()`` stops and starts the
+  store server while handlers run.
+- :func:`blocking_handler_at_stop`: a sync handler blocking 8 s, ``stop()``
+  2 s into it: no other instance may start the slot while the thread lives.
 
-Scenarios: :func:`kill9_takeover`, :func:`sigstop_past_lease`,
-:func:`blackhole_then_heal` (a :class:`~anarchon.testing.proxy.FaultProxy`
-between one instance and the store). They need no pytest; call them from a
-plain (sync) test and assert on the report::
+They need no pytest; call them from a plain (sync) test and assert on the report::
 
     report = kill9_takeover("redis://127.0.0.1:6379/0", tmp_path=tmp_path)
     assert report.clean, report.summary()
@@ -31,82 +32,64 @@ plain (sync) test and assert on the report::
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from anarchon.registry import resolve_backend
-from anarchon.testing.fleet import read_history
+from anarchon.testing.fault_report import Attempt, FaultReport, attempts, build_report, lines
 from anarchon.testing.proxy import FaultProxy
 
 __all__ = [
+    "SCENARIOS",
     "FaultReport",
+    "Workload",
     "blackhole_then_heal",
+    "blocking_handler_at_stop",
+    "handover_on_stop",
     "kill9_takeover",
     "proxied_url",
     "sigstop_past_lease",
+    "store_restart",
 ]
 
-LEASE_MS = 1500
-HEARTBEAT_MS = 500
-EVERY_MS = 1000
-HANDLER_MS = 1200
 TICK_MS = 100
 
 
-@dataclass
-class _Attempt:
-    slot: int
-    attempt: int
-    instance: str
-    begin: int
-    records: list[int] = field(default_factory=list)
-    completed: bool = False
+@dataclass(frozen=True)
+class Workload:
+    """The job both workers run and how their schedulers are set up."""
 
-    @property
-    def end(self) -> int:
-        return max(self.records, default=self.begin)
+    handler: str = "plain"
+    handler_ms: int = 1200
+    every_ms: int = 1000
+    max_late: str | None = None
+    lease_ms: int = 1500
+    heartbeat_ms: int = 500
+    stop_grace_s: float = 1.0
+    leases: bool = True
+    """False on a backend without leases (claim-only): no lease options are passed."""
+
+    def args(self) -> list[str]:
+        """The worker's command-line arguments for this workload."""
+        out = ["--handler", self.handler, "--handler-ms", str(self.handler_ms)]
+        if not self.leases:
+            out.append("--no-lease")
+        out += ["--every-ms", str(self.every_ms), "--lease-ms", str(self.lease_ms)]
+        out += ["--heartbeat-ms", str(self.heartbeat_ms), "--stop-grace", str(self.stop_grace_s)]
+        if self.max_late:
+            out += ["--max-late", self.max_late]
+        return out
 
 
-@dataclass
-class FaultReport:
-    """What a scenario measured; ``clean`` when nothing went wrong."""
-
-    scenario: str
-    duplicates: dict[int, int] = field(default_factory=dict)
-    overlaps: list[int] = field(default_factory=list)
-    lost: list[int] = field(default_factory=list)
-    missed: list[int] = field(default_factory=list)
-    unfinished: list[int] = field(default_factory=list)
-    recovery_s: float | None = None
-    slots: int = 0
-
-    @property
-    def clean(self) -> bool:
-        """No duplicates, overlaps, lost results or missed slots."""
-        return not (self.duplicates or self.overlaps or self.lost or self.missed or self.unfinished)
-
-    def summary(self) -> str:
-        """One line per count, for an assertion message or a report table."""
-        recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.2f} s"
-        return (
-            f"{self.scenario}: {self.slots} slots observed; duplicates {len(self.duplicates)} "
-            f"{sorted(self.duplicates)}; overlaps {len(self.overlaps)} {self.overlaps}; "
-            f"lost results {len(self.lost)} {self.lost}; missed slots {len(self.missed)} "
-            f"{self.missed}; unfinished {len(self.unfinished)} {self.unfinished}; "
-            f"recovery {recovery}"
-        )
+DEFAULT = Workload()
 
 
 def proxied_url(url: str, port: int) -> str:
@@ -124,23 +107,31 @@ def _target(url: str) -> tuple[str, int]:
     return parts.hostname, parts.port
 
 
-class _Workers:
-    """The scenario's two worker processes and their record files."""
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
 
-    def __init__(self, urls: Sequence[str], tmp_path: Path, job: str) -> None:
+
+class _Workers:
+    """The scenario's worker processes and their record files."""
+
+    def __init__(self, urls: Sequence[str], tmp_path: Path, job: str, work: Workload) -> None:
         self.job = job
+        self.work = work
         self.outs = [tmp_path / f"{job}-{i}.txt" for i in range(len(urls))]
+        self.effects = tmp_path / f"{job}-effects.db"
+        self.exited_ms: dict[int, int] = {}
         self.procs: list[subprocess.Popen[bytes]] = []
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
         for i, (url, out) in enumerate(zip(urls, self.outs, strict=True)):
-            args = [sys.executable, "-m", "anarchon.testing.faults", "worker"]
+            args = [sys.executable, "-m", "anarchon.testing.fault_worker"]
             args += ["--backend", url, "--instance", f"w{i}", "--job", job, "--out", str(out)]
+            args += [*work.args(), "--effects", str(self.effects)]
             self.procs.append(subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL))
 
     def wait_started(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if all(_lines(out, "start") for out in self.outs):
+            if all(lines(out, "start") for out in self.outs):
                 return
             for proc in self.procs:
                 if proc.poll() is not None:
@@ -149,21 +140,28 @@ class _Workers:
         raise AssertionError(f"the workers did not start within {timeout_s} s")
 
     def runner_of_live_slot(
-        self, only: int | None = None, timeout_s: float = 10.0
+        self, only: int | None = None, max_age_ms: int | None = None, timeout_s: float = 15.0
     ) -> tuple[int, int]:
-        """``(worker index, slot)`` of a handler running now (on worker ``only`` if given)."""
+        """``(worker index, slot)`` of a handler running now (begun at most ``max_age_ms`` ago)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            attempts = _attempts(self.outs)
             now = _wall_ms()
-            for a in attempts:
+            for a in attempts(self.outs):
                 index = int(a.instance[1:])
                 if only is not None and index != only:
+                    continue
+                if max_age_ms is not None and now - a.begin > max_age_ms:
                     continue
                 if not a.completed and now - a.end < 3 * TICK_MS:
                     return index, a.slot
             time.sleep(0.02)
         raise AssertionError("no handler was running")
+
+    def wait_exit(self, index: int, timeout_s: float) -> int:
+        """Wait for worker ``index`` to exit; its exit code."""
+        code = self.procs[index].wait(timeout_s)
+        self.exited_ms[index] = _wall_ms()
+        return code
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -172,207 +170,233 @@ class _Workers:
                 proc.terminate()
         for proc in self.procs:
             try:
-                proc.wait(15)
+                proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _lines(path: Path, kind: str | None = None) -> list[list[str]]:
-    if not path.exists():
-        return []
-    rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if kind is None or (r and r[0] == kind)]
-
-
-def _attempts(outs: Sequence[Path]) -> list[_Attempt]:
-    found: dict[tuple[int, int, str], _Attempt] = {}
-    for out in outs:
-        for row in _lines(out):
-            if row[0] not in ("begin", "tick", "end"):
-                continue
-            slot, attempt, instance, at = int(row[1]), int(row[2]), row[3], int(row[4])
-            key = (slot, attempt, instance)
-            if row[0] == "begin":
-                found[key] = _Attempt(slot, attempt, instance, at)
-            elif key in found:
-                found[key].records.append(at)
-                if row[0] == "end":
-                    found[key].completed = True
-    return list(found.values())
-
-
-def _report(scenario: str, workers: _Workers, url: str, window: tuple[int, int]) -> FaultReport:
-    attempts = _attempts(workers.outs)
-    report = FaultReport(scenario)
-    by_slot: dict[int, list[_Attempt]] = defaultdict(list)
-    for a in attempts:
-        by_slot[a.slot].append(a)
-    for slot, runs in by_slot.items():
-        done = sum(1 for a in runs if a.completed)
-        if done > 1:
-            report.duplicates[slot] = done
-        for a in runs:
-            others = [b for b in runs if b is not a]
-            points = [a.begin, *a.records]
-            if any(b.begin <= p <= b.end for b in others for p in points):
-                report.overlaps.append(slot)
-                break
-    history = read_history(url, workers.job, 1000)
-    ok = {r.slot for r in history if r.status == "ok"}
-    skipped = {r.slot for r in history if r.status == "skipped"}
-    report.lost = sorted(
-        s for s, runs in by_slot.items() if any(a.completed for a in runs) and s not in ok
-    )
-    first, last = window
-    expected = range(first - first % EVERY_MS + EVERY_MS, last - last % EVERY_MS, EVERY_MS)
-    report.slots = len(expected)
-    report.missed = [s for s in expected if s not in by_slot and s not in skipped]
-    report.unfinished = [
-        s for s in expected if s in by_slot and not any(a.completed for a in by_slot[s])
+def _taken_over(workers: _Workers, fault_ms: int, victim: int, slot: int) -> list[Attempt]:
+    return [
+        a
+        for a in attempts(workers.outs)
+        if a.instance != f"w{victim}" and a.slot == slot and a.begin >= fault_ms
     ]
-    report.overlaps.sort()
-    return report
+
+
+def _recovery(
+    workers: _Workers, fault_ms: int, victim: int, slot: int, wait_s: float
+) -> float | None:
+    """Seconds from the fault until another worker began the victim's running ``slot``.
+
+    None if none did within ``wait_s`` (the victim may have finished the slot itself).
+    """
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        late = _taken_over(workers, fault_ms, victim, slot)
+        if late:
+            return (min(a.begin for a in late) - fault_ms) / 1000
+        time.sleep(0.02)
+    return None
+
+
+Fault = Callable[[_Workers, int, int], None]
+"""Injects the fault into worker ``victim`` running ``slot`` (it may block)."""
 
 
 def _run(
     scenario: str,
     url: str,
     tmp_path: Path | str,
-    fault: str,
+    fault: Fault,
     *,
-    fault_s: float,
+    work: Workload = DEFAULT,
+    victim: int | None = None,
+    max_age_ms: int | None = None,
+    proxy: FaultProxy | None = None,
     before_s: float = 3.0,
     after_s: float = 8.0,
+    recovery_wait_s: float = 15.0,
 ) -> FaultReport:
+    """Start the workers, wait ``before_s``, inject ``fault``, wait ``after_s``, count.
+
+    On a backend without leases (``runs`` is None) the workers run the job
+    claim-only, and nothing takes a faulty instance's run over.
+    """
     job = f"fault-{scenario}-{uuid.uuid4().hex[:8]}"
     tmp = Path(tmp_path)
-    proxy: FaultProxy | None = None
-    urls = [url, url]
-    if fault == "blackhole":
-        proxy = FaultProxy(*_target(url)).start()
-        urls = [url, proxied_url(url, proxy.port)]
-    workers = _Workers(urls, tmp, job)
+    work = replace(work, leases=resolve_backend(url).runs is not None)
+    urls = [url, url if proxy is None else proxied_url(url, proxy.port)]
+    workers = _Workers(urls, tmp, job, work)
     recovery: float | None = None
+    index, slot, fault_ms = -1, 0, 0
     try:
         workers.wait_started()
         time.sleep(before_s)
-        window_start = _wall_ms()
-        victim, slot = workers.runner_of_live_slot(1 if fault == "blackhole" else None)
-        pid = workers.procs[victim].pid
+        index, slot = workers.runner_of_live_slot(victim, max_age_ms)
+        window_start = min(_wall_ms(), slot - 1)  # the victim's slot is in the window
         fault_ms = _wall_ms()
-        if fault == "kill9":
-            os.kill(pid, signal.SIGKILL)
-        elif fault == "sigstop":
-            os.kill(pid, signal.SIGSTOP)
-            time.sleep(fault_s)
-            os.kill(pid, signal.SIGCONT)
-        else:
-            assert proxy is not None
-            proxy.blackhole()
-            time.sleep(fault_s)
-            proxy.heal()
-        recovery = _recovery(workers, fault_ms, victim, slot)
+        fault(workers, index, slot)
+        # Without leases nothing takes over: watch a few seconds, to see that nothing does.
+        wait_s = recovery_wait_s if work.leases else min(recovery_wait_s, 3.0)
+        recovery = _recovery(workers, fault_ms, index, slot, wait_s)
         time.sleep(after_s)
-        window_end = _wall_ms() - HANDLER_MS - LEASE_MS
+        window_end = _wall_ms() - work.handler_ms - work.lease_ms
     finally:
         workers.stop()
         if proxy is not None:
             proxy.stop()
-    report = _report(scenario, workers, url, (window_start, window_end))
+    report = build_report(
+        scenario,
+        workers.outs,
+        url,
+        job,
+        (window_start, window_end),
+        work.every_ms,
+        workers.effects,
+        fault=(slot, f"w{index}", fault_ms),
+    )
     report.recovery_s = recovery
     return report
 
 
-def _recovery(workers: _Workers, fault_ms: int, victim: int, slot: int) -> float | None:
-    """Seconds from the fault until the other worker began the victim's running ``slot``.
-
-    None if it did not within 15 s (the victim may have finished the slot itself).
-    """
-    other = f"w{1 - victim}"
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        late = [
-            a.begin
-            for a in _attempts(workers.outs)
-            if a.instance == other and a.slot == slot and a.begin > fault_ms
-        ]
-        if late:
-            return (min(late) - fault_ms) / 1000
-        time.sleep(0.02)
-    return None
-
-
-def kill9_takeover(url: str, *, tmp_path: Path | str) -> FaultReport:
+def kill9_takeover(url: str, *, tmp_path: Path | str, after_s: float = 8.0) -> FaultReport:
     """``kill -9`` of the instance running a handler; the other takes over."""
-    return _run("kill9", url, tmp_path, "kill9", fault_s=0.0)
+
+    def fault(workers: _Workers, victim: int, slot: int) -> None:
+        os.kill(workers.procs[victim].pid, signal.SIGKILL)
+
+    return _run("kill9", url, tmp_path, fault, after_s=after_s)
 
 
-def sigstop_past_lease(url: str, *, tmp_path: Path | str) -> FaultReport:
-    """SIGSTOP the instance running a handler for lease + 1 s, then SIGCONT."""
-    return _run("sigstop", url, tmp_path, "sigstop", fault_s=(LEASE_MS + 1000) / 1000)
+def sigstop_past_lease(
+    url: str, *, tmp_path: Path | str, handler: str = "plain", after_s: float = 8.0
+) -> FaultReport:
+    """SIGSTOP the runner for lease + 1 s and until another instance began its slot, then SIGCONT.
 
+    ``handler`` is ``plain`` (does not look at its lease), ``guarded`` (the
+    fenced example of docs/leases.md: registers its ``fencing_token``, asks
+    ``still_owner()``, commits through the fenced UPDATE) or ``naive`` (a sync
+    handler committing through the same fence without asking).
+    """
+    work = replace(DEFAULT, handler=handler)
 
-def blackhole_then_heal(url: str, *, tmp_path: Path | str) -> FaultReport:
-    """A blackholing proxy between one instance and the store for lease + 1 s, then heal."""
-    return _run("blackhole", url, tmp_path, "blackhole", fault_s=(LEASE_MS + 1000) / 1000)
+    def fault(workers: _Workers, victim: int, slot: int) -> None:
+        pid = workers.procs[victim].pid
+        stopped_ms = _wall_ms()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep((work.lease_ms + 1000) / 1000)
+            deadline = time.monotonic() + (15 if workers.work.leases else 0)
+            while time.monotonic() < deadline and not _taken_over(
+                workers, stopped_ms, victim, slot
+            ):
+                time.sleep(0.02)
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
-
-# The worker process ------------------------------------------------------------------------------
-
-
-async def _work(args: argparse.Namespace, out: TextIO) -> None:
-    from anarchon import RunContext, Scheduler
-
-    backend = resolve_backend(args.backend)
-    scheduler = Scheduler(
-        backend,
-        instance_id=args.instance,
-        lease=f"{LEASE_MS}ms",
-        heartbeat=f"{HEARTBEAT_MS}ms",
-        stop_grace=1,
+    # Pause a handler early in its run, so that it has work left to do when it wakes up.
+    return _run(
+        f"sigstop-{handler}", url, tmp_path, fault, work=work, max_age_ms=500, after_s=after_s
     )
 
-    def record(kind: str, ctx: RunContext) -> None:
-        out.write(f"{kind} {ctx.slot} {ctx.attempt} {ctx.instance_id} {_wall_ms()}\n")
 
-    async def handler(ctx: RunContext) -> None:
-        record("begin", ctx)
-        end = time.monotonic() + HANDLER_MS / 1000
-        while time.monotonic() < end:
-            await asyncio.sleep(TICK_MS / 1000)
-            record("tick", ctx)
-        record("end", ctx)
+def blackhole_then_heal(url: str, *, tmp_path: Path | str, after_s: float = 8.0) -> FaultReport:
+    """A blackholing proxy between one instance and the store for lease + 1 s, then heal."""
+    proxy = FaultProxy(*_target(url)).start()
 
-    scheduler.every(args.job, f"{EVERY_MS}ms", handler, jitter=0, overlap=True, max_attempts=3)
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    try:
-        async with scheduler:
-            out.write(f"start {_wall_ms()}\n")
-            await stop.wait()
-    finally:
-        await backend.close()
+    def fault(workers: _Workers, victim: int, slot: int) -> None:
+        proxy.blackhole()
+        time.sleep((DEFAULT.lease_ms + 1000) / 1000)
+        proxy.heal()
+
+    return _run("blackhole", url, tmp_path, fault, victim=1, proxy=proxy, after_s=after_s)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m anarchon.testing.faults worker --backend URL --instance ID --job J --out PATH``."""
-    parser = argparse.ArgumentParser(prog="python -m anarchon.testing.faults")
-    sub = parser.add_subparsers(dest="command", required=True)
-    worker = sub.add_parser("worker")
-    worker.add_argument("--backend", required=True)
-    worker.add_argument("--instance", required=True)
-    worker.add_argument("--job", required=True)
-    worker.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    with open(args.out, "a", buffering=1) as out:
-        asyncio.run(_work(args, out))
-    return 0
+def handover_on_stop(url: str, *, tmp_path: Path | str, after_s: float = 9.0) -> FaultReport:
+    """``stop()`` (SIGTERM) of the runner of a 3 s handler with ``stop_grace`` 0.5 s: a hand-over.
+
+    The runner's handlers are cancelled and their leases released once they
+    have ended; the other instance takes them over at once (attempt 2).
+    """
+    work = replace(DEFAULT, handler_ms=3000, stop_grace_s=0.5)
+
+    def fault(workers: _Workers, victim: int, slot: int) -> None:
+        workers.procs[victim].terminate()
+        code = workers.wait_exit(victim, 30)
+        if code != 0:
+            raise AssertionError(f"the stopped worker exited with code {code}")
+
+    return _run("handover", url, tmp_path, fault, work=work, max_age_ms=1000, after_s=after_s)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def store_restart(
+    url: str,
+    *,
+    tmp_path: Path | str,
+    restart: Callable[[], object],
+    name: str = "restart",
+    after_s: float = 10.0,
+) -> FaultReport:
+    """``restart()`` (the caller's: stop the store server, start it again) while handlers run.
+
+    ``restart`` must return once the server accepts connections again on the
+    same address. What the report shows depends on what the store keeps: a
+    server without persistence forgets every lease.
+    """
+
+    def fault(workers: _Workers, victim: int, slot: int) -> None:
+        restart()
+
+    return _run(name, url, tmp_path, fault, after_s=after_s)
+
+
+def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
+    """Two instances, a sync handler blocking 8 s in one call, ``stop()`` of its runner after 2 s.
+
+    A job every 2 min whose current slot is due at once (``max_late`` 119 s), lease
+    1.5 s, ``stop_grace`` 4 s (``stop()`` waits up to twice that plus one call
+    timeout for a live handler, docs/leases.md "Stopping"). No other instance may start the slot while
+    the runner's thread lives: the thread finishes the run, or (the process
+    gave up waiting and exited) the other instance takes it over after the
+    exit. ``overlaps`` counts a begin of the slot elsewhere between the
+    thread's begin and its end (or the runner's exit).
+    """
+    work = Workload(
+        handler="blocking", handler_ms=8000, every_ms=120_000, max_late="119s", stop_grace_s=4.0
+    )
+
+    def fault(workers: _Workers, victim: int, slot: int) -> None:
+        begun = [a for a in attempts(workers.outs) if a.slot == slot and not a.completed]
+        time.sleep(max(0.0, 2.0 - (_wall_ms() - min(a.begin for a in begun)) / 1000))
+        workers.procs[victim].terminate()
+        workers.wait_exit(victim, 40)
+        # Let a takeover of the slot (if any) complete before the scenario ends.
+        deadline = time.monotonic() + (work.handler_ms + 4000) / 1000
+        while time.monotonic() < deadline:
+            runs = [a for a in attempts(workers.outs) if a.slot == slot]
+            if all(a.completed or a.instance == f"w{victim}" for a in runs):
+                break
+            time.sleep(0.05)
+
+    return _run(
+        "blocking-stop",
+        url,
+        tmp_path,
+        fault,
+        work=work,
+        before_s=0.0,
+        after_s=0.5,
+        recovery_wait_s=0.5,
+    )
+
+
+SCENARIOS: dict[str, Callable[..., FaultReport]] = {
+    "kill9": kill9_takeover,
+    "sigstop": sigstop_past_lease,
+    "blackhole": blackhole_then_heal,
+    "handover": handover_on_stop,
+    "restart": store_restart,
+    "blocking-stop": blocking_handler_at_stop,
+}
+"""Every scenario by name (``scripts/fault_table.py`` runs them on each store)."""
