@@ -190,7 +190,7 @@ async def _raw_side(
         reply = await execute(
             "EVALSHA",
             sha,
-            5,
+            len(keys),
             *keys,
             BASE_SLOT + i * 1000,
             f"{prefix}{i}",
