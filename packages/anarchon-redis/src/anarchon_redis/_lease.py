@@ -32,6 +32,7 @@ from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
     ActiveRun,
     ClaimInput,
+    ClaimRecord,
     ClaimOutcome,
     JobLimits,
     LeaseState,
@@ -231,23 +232,57 @@ class LeaseRuntime(Runtime):
         )
 
     async def history(self, job: str, limit: int) -> list[RunRecord]:
-        """Recent runs of ``job`` (one record per attempt), newest first."""
+        """Recent runs of ``job`` (one record per attempt), newest first.
+
+        Runs in progress come from their run state (``~act`` lists them: the
+        state is the claim record), ended ones from their results; manual runs
+        and the claims earlier releases wrote come from the ``runs`` stream.
+        """
         if limit <= 0:
             return []
-        _state, runs, results = self.keys(job)
+        state, runs, results = self.keys(job)
         fetch = 2 * int(limit) + HISTORY_SLACK
         conn = await self.ready()
-        entries, members = await conn.pipeline(
+        entries, members, act = await conn.pipeline(
             [
                 ("XREVRANGE", runs, "+", "-", "COUNT", fetch),
                 ("ZREVRANGE", results, 0, fetch - 1),
+                ("HGET", state, "~act"),
             ]
         )
         conn.check(entries, (runs,))
         conn.check(members, (results,))
         claims = claim_records(job, entries, manual=False)
+        slots = [s for s in text(conn.check(act, (state,)) or "").split(",") if s]
+        if slots:
+            raw = conn.check(await conn.execute("HMGET", state, *slots), (state,))
+            known = {c.token for c in claims}
+            for slot, value in zip(slots, raw, strict=True):
+                claim = _running_claim(job, slot, value)
+                if claim is not None and claim.token not in known:
+                    claims.append(claim)
         stored = [r for r in (decode_result(m) for m in members) if r is not None]
         return build_history(job, claims, stored, limit)
+
+
+def _running_claim(job: str, slot: str, value: Any) -> ClaimRecord | None:
+    """The claim record of a run in progress, from its run state (None if it ended)."""
+    if value is None:
+        return None
+    try:
+        state = json.loads(value)
+        if state.get("s") != "running":
+            return None
+        return ClaimRecord(
+            job=job,
+            slot=int(slot),
+            token=str(state["t"]),
+            instance_id=str(state["r"]),
+            at=int(state["b"]),
+            attempt=int(state["a"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class RedisRunStore(RunStore):

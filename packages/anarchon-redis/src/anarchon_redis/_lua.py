@@ -28,16 +28,18 @@ ended yet, comma-separated, written in the same ``HSET`` as the run's state),
 ``min(16, history_size)`` writes, not on each), ``~keep`` (the longest any
 instance asked run state to be kept, ms), ``~ttl`` (when history is next
 checked against ``history_ttl``) and ``~st`` (when run state may next be
-trimmed, once every candidate was still needed). A won claim is one ``HMGET``,
-one ``HSET`` and one ``XADD``; a finish one ``HMGET`` and one ``HSET``; a
+trimmed, once every candidate was still needed). A won claim is one ``HMGET``
+and one ``HSET``; a finish one ``HMGET`` and one ``HSET``; a
 result one ``HGET`` and one ``ZADD``.
 
 Every lease script but ``release``, ``active`` and ``prepare`` takes a batch:
 KEYS and ARGV hold one group per item, items run in order at one ``TIME``,
 and the reply is one answer per item.
 
-Results are JSON objects in the ``results`` sorted set, scored by slot; claim
-records are entries of the ``runs`` stream whose first field is the slot.
+Results are JSON objects in the ``results`` sorted set, scored by slot. A
+scheduled run's claim record is its run state (history reads the runs
+``~act`` lists); the ``runs`` stream holds manual runs, and the claims
+releases up to 0.1.0 appended (an entry per attempt, first field the slot).
 """
 
 from __future__ import annotations
@@ -135,11 +137,6 @@ local function add_result(results, slot, token, runner, status, started, finishe
              started_at = started, finished_at = finished, attempt = attempt, manual = false,
              reason = reason}
   redis.call('ZADD', results, slot, cjson.encode(r))
-end
-
-local function add_claim(runs, slot_s, token, runner, attempt, now)
-  redis.call('XADD', runs, '*', 'slot', slot_s, 'token', token, 'instance', runner,
-             'attempt', attempt, 'manual', '0', 'at', int(now))
 end
 """
 
@@ -271,7 +268,8 @@ _CLAIM = r"""
 --       history_ttl_ms ('' = none), early_ms ('' = none);
 --       then per claim: slot, token, deadline ('' = none), profile (1..P)
 -- Returns per claim {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
--- A won claim costs one HMGET, one HSET (state, `~act`, `~n`) and one XADD.
+-- A won claim costs one HMGET and one HSET (state, `~act`, `~n`): the run's
+-- state is its claim record (history reads the runs `~act` lists).
 local now = now_ms()
 local now_s = int(now)
 local profiles = {}
@@ -327,8 +325,6 @@ local function claim(k, slot_s, token, deadline, p)
                '{"a":1,"t":' .. jstr(token) .. ',"s":"running","r":' .. p.jinstance .. ',"l":'
                  .. p.lease_s .. ',"b":' .. now_s .. ',"m":' .. p.max_s .. ',"x":0}',
                '~act', new_act, '~n', count)
-    redis.call('XADD', runs, '*', 'slot', slot_s, 'token', token, 'instance', instance,
-               'attempt', '1', 'manual', '0', 'at', now_s)
     trim(new_act)
     return {'won', 1, instance, now + p.lease_ms, 1}
   end
@@ -353,7 +349,6 @@ local function claim(k, slot_s, token, deadline, p)
     r.t, r.r, r.l, r.m, r.b, r.x, r.e = token, instance, now + p.lease_ms, max_attempts, now, 0, nil
     local new_act = act_add(act, slot_s)
     redis.call('HSET', state, slot_s, encode_state(r), '~act', new_act, '~n', count)
-    add_claim(runs, slot_s, token, instance, r.a, now)
     trim(new_act)
     return {'won', r.a, instance, r.l, 1}
   end
@@ -616,7 +611,7 @@ PRELUDE = _PRELUDE
 STATE_LIB = _STATE
 """Run state helpers (``encode_state``, ``decode_state``, ``put``, the ``~act`` list): for other modules."""
 LEASE_LIB = _LEASE_LIB
-"""The lease helpers (``add_result``, ``add_claim``, trimming): for scripts in other modules."""
+"""The lease helpers (``add_result``): for scripts in other modules."""
 
 
 def _script(name: str, *parts: str) -> LuaScript:

@@ -2,7 +2,8 @@
 
 One script, on the keys of one job: if the failed attempt's token still holds
 the running run and attempts are left, the next attempt starts under the
-same runner with a new token, a new lease (server clock) and a claim record.
+same runner with a new token and a new lease (server clock); the run state is
+its claim record.
 Loaded on first use (``EVALSHA`` reloads it on ``NOSCRIPT``).
 """
 
@@ -28,7 +29,6 @@ local now = now_ms()
 r.a = r.a + 1
 r.t, r.r, r.l, r.m, r.b, r.x, r.e = ARGV[3], ARGV[4], now + tonumber(ARGV[5]), tonumber(ARGV[6]), now, 0, nil
 put(state, slot_s, r)
-add_claim(runs, slot_s, ARGV[3], ARGV[4], r.a, now)
 return {'won', r.a, r.r, r.l}
 """
 
