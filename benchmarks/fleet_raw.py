@@ -204,73 +204,99 @@ class Raw:
 
 
 class RedisRaw(Raw):
-    how_single = "EVALSHA of the backend's claim script, one at a time (redis-py)"
-    how_batch = "redis-py pipeline of EVALSHA of the backend's claim script, one per chunk"
+    how_single = "EVALSHA of the backend's claim script, one item per call (redis-py)"
+    how_batch = (
+        "EVALSHA of the backend's batch claim script, one call per chunk with every item's"
+        " KEYS and ARGV (the backend's layout), the calls in one redis-py pipeline"
+    )
 
     async def open(self, url: str, backend: Any) -> None:
         import redis.asyncio as driver
         from anarchon_redis import _lua
+        from anarchon_redis._runtime import CHUNK
 
         self.runtime = backend._runtime
         self.sha = _lua.LEASE_CLAIM.sha
+        self.chunk = CHUNK
         self.client = driver.Redis.from_url(url)
         await self.client.script_load(_lua.LEASE_CLAIM.source)
 
-    def _args(self, item: Item) -> list[Any]:
-        job, slot, token = item
-        keys = self.runtime.keys(job)
+    def _profile(self, job: str) -> list[Any]:
+        """The settings every claim of a call shares (sent once), as the backend sends them."""
         return [
-            "EVALSHA",
-            self.sha,
-            len(keys),
-            *keys,
-            slot,
-            token,
             "raw",
             LEASE_MS,
             MAX_ATTEMPTS,
             0,
-            slot + MAX_LATE_MS,
             1,
             HISTORY_SIZE,
             self.runtime.keep_ms(job),
             "",
+            "",
         ]
+
+    def _call(self, part: Sequence[Item]) -> list[Any]:
+        """One ``EVALSHA`` of the batch claim script for ``part`` (KEYS, one profile, items)."""
+        keys: list[Any] = []
+        args: list[Any] = [1, *self._profile(part[0][0])]
+        for job, slot, token in part:
+            keys.extend(self.runtime.keys(job))
+            args.extend((slot, token, slot + MAX_LATE_MS, 1))
+        return ["EVALSHA", self.sha, len(keys), *keys, *args]
+
+    @staticmethod
+    def _check(reply: Any) -> None:
+        """Every item of one call's reply (one answer per item) must be won."""
+        if any(answer[0] != b"won" for answer in reply):
+            raise AssertionError(reply[:3])
 
     async def single(self, part: Sequence[Item]) -> None:
         for item in part:
-            reply = await self.client.execute_command(*self._args(item))  # type: ignore[no-untyped-call]
-            if reply[0] != b"won":
-                raise AssertionError(reply)
+            self._check(await self.client.execute_command(*self._call([item])))  # type: ignore[no-untyped-call]
 
     async def batch(self, part: Sequence[Item]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for item in part:
-            pipe.execute_command(*self._args(item))
-        replies = await pipe.execute()
-        if any(r[0] != b"won" for r in replies):
-            raise AssertionError(replies[:3])
+        for first in range(0, len(part), self.chunk):
+            pipe.execute_command(*self._call(part[first : first + self.chunk]))
+        for reply in await pipe.execute():
+            self._check(reply)
 
     async def close(self) -> None:
         await self.client.aclose()
 
 
 class PostgresRaw(Raw):
-    how_single = "the backend's claim_v1() statement, one at a time (psycopg, autocommit)"
-    how_batch = "psycopg executemany (pipeline mode) of the claim_v1() statement, one per chunk"
+    how_single = "the backend's claim_v2() statement, one at a time (psycopg, autocommit)"
+    how_batch = (
+        "the backend's claim_many_v2(arrays) statement, one per chunk (psycopg, autocommit),"
+        " as the backend sends it"
+    )
 
     async def open(self, url: str, backend: Any) -> None:
         import psycopg
 
-        sql = backend.dialect.claim_statement(backend.tables)
-        if sql is None:
-            raise RuntimeError("the backend has no claim statement")
-        self.sql = backend.dialect.placeholders(sql)
+        dialect, tables = backend.dialect, backend.tables
+        sql, many = dialect.claim_statement(tables), dialect.claim_many_statement(tables)
+        if sql is None or many is None:
+            raise RuntimeError("the backend has no claim or batch claim statement")
+        self.sql = dialect.placeholders(sql)
+        self.many = dialect.placeholders(many)
         self.conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
 
     def _params(self, item: Item) -> tuple[Any, ...]:
         job, slot, token = item
-        return (job, slot, token, "raw", LEASE_MS, MAX_ATTEMPTS, False, slot + MAX_LATE_MS, True)
+        return (
+            job,
+            slot,
+            token,
+            "raw",
+            LEASE_MS,
+            MAX_ATTEMPTS,
+            False,
+            slot + MAX_LATE_MS,
+            True,
+            None,
+        )
 
     async def single(self, part: Sequence[Item]) -> None:
         for item in part:
@@ -280,14 +306,11 @@ class PostgresRaw(Raw):
                 raise AssertionError(row)
 
     async def batch(self, part: Sequence[Item]) -> None:
-        async with self.conn.cursor() as cur:
-            await cur.executemany(self.sql, [self._params(i) for i in part], returning=True)
-            while True:
-                row = await cur.fetchone()
-                if row is None or row[0] != "won":
-                    raise AssertionError(row)
-                if not cur.nextset():
-                    break
+        columns = list(zip(*(self._params(item) for item in part), strict=True))
+        cur = await self.conn.execute(self.many, [list(column) for column in columns])
+        rows = await cur.fetchall()
+        if len(rows) != len(part) or any(row[1] != "won" for row in rows):
+            raise AssertionError(rows[:3])
 
     async def close(self) -> None:
         await self.conn.close()

@@ -32,8 +32,8 @@ from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
     ActiveRun,
     ClaimInput,
-    ClaimRecord,
     ClaimOutcome,
+    ClaimRecord,
     JobLimits,
     LeaseState,
     ResultWrite,
@@ -59,11 +59,20 @@ from anarchon_redis._runtime import (
 )
 from anarchon_redis.strategies import Lease
 
-__all__ = ["PLAIN_CLAIM_LEASE_MS", "RETENTION_MARGIN_MS", "LeaseRuntime", "RedisRunStore"]
+__all__ = [
+    "FINISHED_MEMORY",
+    "PLAIN_CLAIM_LEASE_MS",
+    "RETENTION_MARGIN_MS",
+    "LeaseRuntime",
+    "RedisRunStore",
+]
 
 
 RETENTION_MARGIN_MS = 60_000
 """Extra time finished run state is kept beyond what late and catch-up claims need."""
+
+FINISHED_MEMORY = 100_000
+"""Runs ended by ``finish`` remembered until their result is saved (the oldest are forgotten)."""
 
 HISTORY_SLACK = 16
 """Extra records read beyond ``2 * limit`` (claims are stored in claim order, not slot order)."""
@@ -87,6 +96,7 @@ class LeaseRuntime(Runtime):
         self.runs: RedisRunStore = RedisRunStore(self)
         self._keys: dict[str, tuple[str, str, str]] = {}
         self._keep: dict[str, int] = {}
+        self._finished: dict[tuple[str, int, str], None] = {}
 
     # Keys -------------------------------------------------------------------
 
@@ -133,6 +143,20 @@ class LeaseRuntime(Runtime):
             "" if ttl is None else int(ttl),
             "" if claim.early_ms is None else int(claim.early_ms),
         )
+
+    def finished(self, runs: Sequence[tuple[str, int, str]]) -> None:
+        """Remember runs ``finish`` ended (job, slot, token): their results need no state check."""
+        seen = self._finished
+        for run in runs:
+            seen[run] = None
+        while len(seen) > FINISHED_MEMORY:
+            del seen[next(iter(seen))]
+
+    def result_kind(self, job: str, result: StoredResult) -> int:
+        """0: a scheduled run (its state may need marking finished), 1: manual, 2: finished here."""
+        if result.manual:
+            return 1
+        return 2 if self._finished.pop((job, int(result.slot), result.token), 0) is None else 0
 
     # Runtime ------------------------------------------------------------------
 
@@ -214,13 +238,18 @@ class LeaseRuntime(Runtime):
         conn = await self.ready()
 
         def args(i: int) -> tuple[Any, ...]:
-            r = writes[i].result
-            return (int(r.slot), r.token, encode_result(r), r.status, 1 if r.manual else 0)
+            w = writes[i]
+            r = w.result
+            return (int(r.slot), r.token, encode_result(r), r.status, self.result_kind(w.job, r))
 
         def profile(i: int) -> tuple[Any, ...]:
             w = writes[i]
             ttl = w.history_ttl_ms
-            return (max(int(w.history_size), 1), "" if ttl is None else int(ttl), self.keep_ms(w.job))
+            return (
+                max(int(w.history_size), 1),
+                "" if ttl is None else int(ttl),
+                self.keep_ms(w.job),
+            )
 
         await run_batched(
             conn,
@@ -354,7 +383,11 @@ class RedisRunStore(RunStore):
             lambda i: rt.keys(finishes[i].job)[:1],
             lambda i: (int(finishes[i].slot), finishes[i].token, finishes[i].status),
         )
-        return [int(r) == 1 for r in replies]
+        answers = [int(r) == 1 for r in replies]
+        rt.finished(
+            [(f.job, int(f.slot), f.token) for f, ok in zip(finishes, answers, strict=True) if ok]
+        )
+        return answers
 
     async def release(self, job: str, slot: int, token: str) -> bool:
         """End ``token``'s lease now (hand-over); on the last attempt mark the run interrupted.

@@ -473,17 +473,19 @@ _SAVE = r"""
 -- KEYS: per result: state, runs, results
 -- ARGV: the number of profiles P, then P profiles of 3: history_size,
 --       history_ttl_ms ('' = none), keep_ms;
---       then per result: slot, token, result (JSON), status, manual (0/1), profile (1..P)
+--       then per result: slot, token, result (JSON), status, kind, profile (1..P);
+--       kind: 0 a scheduled run, 1 a manual run, 2 a run this token finished already
 -- A plain claim's run state is marked finished too. Returns per result 1.
--- A lease run (finished already) costs one HGET and one ZADD.
+-- A lease run this instance finished costs one ZADD.
 local now = now_ms()
 local np = tonumber(ARGV[1])
 local base = 1 + np * 3
 
 local function save(k, a)
   local state, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
-  local slot_s, token, status, manual = ARGV[a + 1], ARGV[a + 2], ARGV[a + 4], ARGV[a + 5] == '1'
-  if not manual and status ~= 'running' then
+  local slot_s, token, status, kind = ARGV[a + 1], ARGV[a + 2], ARGV[a + 4], ARGV[a + 5]
+  local manual = kind == '1'
+  if kind == '0' and status ~= 'running' then
     local raw = redis.call('HGET', state, slot_s)
     -- Only a run still running is decoded (a lease run was finished already).
     if raw and string.find(raw, '"s":"running"', 1, true) then
