@@ -11,10 +11,11 @@ for CPU, the same store counters for round trips):
   installed backend overrides the member, *fallback* when it inherits the
   base class's per-item fallback.
 - ``raw batched``: the same single-item claim the backend sends, batched by
-  the driver, one batch per chunk: Redis, a redis-py pipeline of ``EVALSHA``
-  of the backend's claim script; PostgreSQL, psycopg ``executemany`` (pipeline
-  mode) of the backend's ``claim_v1()`` statement (autocommit: each item its
-  own transaction); SQLite, the backend's claim statements for the whole chunk
+  the driver, one batch per chunk — the same physical operation the backend
+  sends: Redis, one ``EVALSHA`` of the backend's batch claim script per chunk
+  (every item's KEYS and ARGV in the backend's layout), the chunks in one
+  redis-py pipeline; PostgreSQL, one ``claim_many_v2(arrays)`` statement per
+  chunk (psycopg, autocommit); SQLite, the backend's claim statements for the whole chunk
   in one ``BEGIN IMMEDIATE`` transaction (aiosqlite); NATS, ``js.publish`` with
   ``Nats-Msg-Id`` for the whole chunk, acks awaited together.
 - ``raw single``: the same claim one at a time, each awaited (time-bounded).
@@ -113,21 +114,19 @@ def native(backend: Any) -> tuple[str, bool]:
 def store_side_batch_ops(kind: str, url: str) -> str:
     """Batch scripts or functions the installed backend brings (informative; not called raw).
 
-    Redis: the scripts of ``anarchon_redis._lua`` whose name says *many* or
-    *batch*; PostgreSQL: the functions named like a claim in the database.
-    Their argument layout is the backend's own, so the raw sides do not call
-    them; the line tells a reader that a native batch op exists.
+    Redis: the lease scripts of ``anarchon_redis._lua`` that take a batch (one
+    call per chunk); PostgreSQL: the functions named like a claim in the database.
+    The raw batched side sends the same batch claim (the Redis script, the
+    PostgreSQL ``claim_many_v2``) with the backend's argument layout, but built
+    directly from the items, without the backend's Python.
     """
     try:
         if kind == "redis":
             from anarchon_redis import _lua
 
-            names = [
-                name
-                for name, value in vars(_lua).items()
-                if hasattr(value, "sha") and any(w in name.upper() for w in ("MANY", "BATCH"))
-            ]
-            return ", ".join(sorted(names)) or "none (single-item scripts only)"
+            batch = (_lua.LEASE_CLAIM, _lua.LEASE_HEARTBEAT, _lua.LEASE_FINISH, _lua.LEASE_SAVE)
+            names = [script.name for script in batch]
+            return f"lease scripts {', '.join(names)} (each call carries a chunk of items)"
         if kind == "postgres":
             import psycopg
 
