@@ -10,7 +10,7 @@ for CPU, the same store counters for round trips):
   deadline = slot + 60 s, ``max_attempts=3``). Printed as *native* when the
   installed backend overrides the member, *fallback* when it inherits the
   base class's per-item fallback.
-- ``raw batched``: the same single-item claim the backend sends, batched by
+- ``raw batched``: the backend's claim without the backend's Python, batched by
   the driver, one batch per chunk — the same physical operation the backend
   sends: Redis, one ``EVALSHA`` of the backend's batch claim script per chunk
   (every item's KEYS and ARGV in the backend's layout), the chunks in one
