@@ -29,12 +29,15 @@ ended yet, comma-separated, written in the same ``HSET`` as the run's state),
 instance asked run state to be kept, ms), ``~ttl`` (when history is next
 checked against ``history_ttl``) and ``~st`` (when run state may next be
 trimmed, once every candidate was still needed). A won claim is one ``HMGET``
-and one ``HSET``; a finish one ``HMGET`` and one ``HSET``; a
-result one ``HGET`` and one ``ZADD``.
+and one ``HSET``; a finish one ``HMGET`` and one ``HSET``; a result one
+``ZADD`` (and one ``HGET`` unless the saving instance finished the run). As
+``~act`` is rewritten whole, a write costs O(runs in progress of the job):
+nothing for the usual one or two, noticeable for a job with thousands.
 
 Every lease script but ``release``, ``active`` and ``prepare`` takes a batch:
 KEYS and ARGV hold one group per item, items run in order at one ``TIME``,
-and the reply is one answer per item.
+and the reply is one answer per item. The claim and save scripts take the
+settings items share once per call (profiles, see ``run_batched``).
 
 Results are JSON objects in the ``results`` sorted set, scored by slot. A
 scheduled run's claim record is its run state (history reads the runs
