@@ -28,9 +28,10 @@ ended yet, comma-separated, written in the same ``HSET`` as the run's state),
 ``min(16, history_size)`` writes, not on each), ``~keep`` (the longest any
 instance asked run state to be kept, ms), ``~ttl`` (when history is next
 checked against ``history_ttl``) and ``~st`` (when run state may next be
-trimmed, once every candidate was still needed). A won claim is one ``HMGET``
-and one ``HSET``; a finish one ``HMGET`` and one ``HSET``; a result one
-``ZADD`` (and one ``HGET`` unless the saving instance finished the run). As
+trimmed, once every candidate was still needed). A won claim is one ``HGET``,
+one ``HMGET`` and one ``HSET``, a losing one an ``HGET``; a finish one
+``HMGET`` and one ``HSET``; a result one ``ZADD`` (and one ``HGET`` unless
+the saving instance finished the run). As
 ``~act`` is rewritten whole, a write costs O(runs in progress of the job):
 nothing for the usual one or two, noticeable for a job with thousands.
 
@@ -271,8 +272,9 @@ _CLAIM = r"""
 --       history_ttl_ms ('' = none), early_ms ('' = none);
 --       then per claim: slot, token, deadline ('' = none), profile (1..P)
 -- Returns per claim {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
--- A won claim costs one HMGET and one HSET (state, `~act`, `~n`): the run's
--- state is its claim record (history reads the runs `~act` lists).
+-- A won claim costs one HGET, one HMGET and one HSET (state, `~act`, `~n`):
+-- the run's state is its claim record (history reads the runs `~act` lists).
+-- A losing claim costs one HGET.
 local now = now_ms()
 local now_s = int(now)
 local profiles = {}
@@ -287,17 +289,22 @@ for p = 1, np do
                  ttl = opt(ARGV[b + 8]), early = opt(ARGV[b + 9])}
 end
 
+-- The bookkeeping fields a write needs: `~act`, the next `~n`, `~ttl`. Read
+-- only by the claims that write (a losing claim reads the run's state alone).
+local function bookkeeping(state)
+  local got = redis.call('HMGET', state, '~act', '~n', '~ttl')
+  return got[1] or '', (tonumber(got[2] or '0') or 0) + 1, tonumber(got[3] or '0') or 0
+end
+
 local function claim(k, slot_s, token, deadline, p)
   local state, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
   local slot, instance, max_attempts = tonumber(slot_s), p.instance, p.max
-  local got = redis.call('HMGET', state, slot_s, '~act', '~n', '~ttl')
-  local raw, act = got[1], got[2] or ''
-  local count = (tonumber(got[3] or '0') or 0) + 1
-  local function trim(new_act)
-    tick(state, runs, results, now, p.size, p.keep, p.ttl, count, tonumber(got[4] or '0') or 0,
-         new_act)
-  end
+  local raw = redis.call('HGET', state, slot_s)
   if not raw then
+    local act, count, ttl_due = bookkeeping(state)
+    local function trim(new_act)
+      tick(state, runs, results, now, p.size, p.keep, p.ttl, count, ttl_due, new_act)
+    end
     if p.early and slot > now + p.early then return {'early', 0, '', 0, 0} end
     if deadline and now > deadline then return {'late', 0, '', 0, 0} end
     if not p.create then return {'none', 0, '', 0, 0} end
@@ -344,6 +351,7 @@ local function claim(k, slot_s, token, deadline, p)
   end
   if r.s ~= 'running' or mine == 1 then return {'done', r.a, r.r, r.l, mine} end
   if r.l > now then return {'running', r.a, r.r, r.l, 0} end
+  local act, count, ttl_due = bookkeeping(state)
   if r.a < max_attempts then
     if r.x == 0 then
       add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(r.l, r.b), r.a, 'lease_lost')
@@ -352,7 +360,7 @@ local function claim(k, slot_s, token, deadline, p)
     r.t, r.r, r.l, r.m, r.b, r.x, r.e = token, instance, now + p.lease_ms, max_attempts, now, 0, nil
     local new_act = act_add(act, slot_s)
     redis.call('HSET', state, slot_s, encode_state(r), '~act', new_act, '~n', count)
-    trim(new_act)
+    tick(state, runs, results, now, p.size, p.keep, p.ttl, count, ttl_due, new_act)
     return {'won', r.a, instance, r.l, 1}
   end
   if r.x == 0 then
