@@ -190,19 +190,22 @@ async def _raw_side(
         reply = await execute(
             "EVALSHA",
             sha,
-            5,
+            len(keys),
             *keys,
-            BASE_SLOT + i * 1000,
-            f"{prefix}{i}",
+            1,  # one profile: the settings the claims of a call share
             "bench-raw",
             LEASE_MS,
             3,
             1,
-            "",
             1,
             HISTORY_SIZE,
             keep,
             "",
+            "",
+            BASE_SLOT + i * 1000,  # the claim: slot, token, deadline, profile
+            f"{prefix}{i}",
+            "",
+            1,
         )
         if reply[0][0] != b"won":
             raise AssertionError(reply)
@@ -294,10 +297,13 @@ async def _raw_batched_round(client: Any, runtime: LeaseRuntime, claims: list[Ru
     for start in range(0, len(claims), chunk):
         part = claims[start : start + chunk]
         keys: list[Any] = []
-        args: list[Any] = []
-        for c in part:
+        items: list[Any] = []
+        profiles: dict[tuple[Any, ...], int] = {}
+        for c in part:  # the backend's layout (run_batched with profiles)
             keys.extend(runtime.keys(c.job))
-            args.extend(runtime.claim_args(c))
+            items.extend(runtime.claim_args(c))
+            items.append(profiles.setdefault(runtime.claim_profile(c), len(profiles) + 1))
+        args: list[Any] = [len(profiles), *(v for p in profiles for v in p), *items]
         calls.append((len(keys), keys, args))
     t0 = time.perf_counter()
     async with client.pipeline(transaction=False) as pipe:

@@ -10,11 +10,12 @@ for CPU, the same store counters for round trips):
   deadline = slot + 60 s, ``max_attempts=3``). Printed as *native* when the
   installed backend overrides the member, *fallback* when it inherits the
   base class's per-item fallback.
-- ``raw batched``: the same single-item claim the backend sends, batched by
-  the driver, one batch per chunk: Redis, a redis-py pipeline of ``EVALSHA``
-  of the backend's claim script; PostgreSQL, psycopg ``executemany`` (pipeline
-  mode) of the backend's ``claim_v1()`` statement (autocommit: each item its
-  own transaction); SQLite, the backend's claim statements for the whole chunk
+- ``raw batched``: the backend's claim without the backend's Python, batched by
+  the driver, one batch per chunk — the same physical operation the backend
+  sends: Redis, one ``EVALSHA`` of the backend's batch claim script per chunk
+  (every item's KEYS and ARGV in the backend's layout), the chunks in one
+  redis-py pipeline; PostgreSQL, one ``claim_many_v2(arrays)`` statement per
+  chunk (psycopg, autocommit); SQLite, the backend's claim statements for the whole chunk
   in one ``BEGIN IMMEDIATE`` transaction (aiosqlite); NATS, ``js.publish`` with
   ``Nats-Msg-Id`` for the whole chunk, acks awaited together.
 - ``raw single``: the same claim one at a time, each awaited (time-bounded).
@@ -113,21 +114,19 @@ def native(backend: Any) -> tuple[str, bool]:
 def store_side_batch_ops(kind: str, url: str) -> str:
     """Batch scripts or functions the installed backend brings (informative; not called raw).
 
-    Redis: the scripts of ``anarchon_redis._lua`` whose name says *many* or
-    *batch*; PostgreSQL: the functions named like a claim in the database.
-    Their argument layout is the backend's own, so the raw sides do not call
-    them; the line tells a reader that a native batch op exists.
+    Redis: the lease scripts of ``anarchon_redis._lua`` that take a batch (one
+    call per chunk); PostgreSQL: the functions named like a claim in the database.
+    The raw batched side sends the same batch claim (the Redis script, the
+    PostgreSQL ``claim_many_v2``) with the backend's argument layout, but built
+    directly from the items, without the backend's Python.
     """
     try:
         if kind == "redis":
             from anarchon_redis import _lua
 
-            names = [
-                name
-                for name, value in vars(_lua).items()
-                if hasattr(value, "sha") and any(w in name.upper() for w in ("MANY", "BATCH"))
-            ]
-            return ", ".join(sorted(names)) or "none (single-item scripts only)"
+            batch = (_lua.LEASE_CLAIM, _lua.LEASE_HEARTBEAT, _lua.LEASE_FINISH, _lua.LEASE_SAVE)
+            names = [script.name for script in batch]
+            return f"lease scripts {', '.join(names)} (each call carries a chunk of items)"
         if kind == "postgres":
             import psycopg
 
@@ -204,68 +203,83 @@ class Raw:
 
 
 class RedisRaw(Raw):
-    how_single = "EVALSHA of the backend's claim script, one at a time (redis-py)"
-    how_batch = "redis-py pipeline of EVALSHA of the backend's claim script, one per chunk"
+    how_single = "EVALSHA of the backend's claim script, one item per call (redis-py)"
+    how_batch = (
+        "EVALSHA of the backend's batch claim script, one call per chunk with every item's"
+        " KEYS and ARGV (the backend's layout), the calls in one redis-py pipeline"
+    )
 
     async def open(self, url: str, backend: Any) -> None:
         import redis.asyncio as driver
         from anarchon_redis import _lua
+        from anarchon_redis._runtime import CHUNK
 
         self.runtime = backend._runtime
         self.sha = _lua.LEASE_CLAIM.sha
+        self.chunk = CHUNK
         self.client = driver.Redis.from_url(url)
         await self.client.script_load(_lua.LEASE_CLAIM.source)
 
-    def _args(self, item: Item) -> list[Any]:
-        job, slot, token = item
-        keys = self.runtime.keys(job)
+    def _profile(self, job: str) -> list[Any]:
+        """The settings every claim of a call shares (sent once), as the backend sends them."""
         return [
-            "EVALSHA",
-            self.sha,
-            len(keys),
-            *keys,
-            slot,
-            token,
             "raw",
             LEASE_MS,
             MAX_ATTEMPTS,
             0,
-            slot + MAX_LATE_MS,
             1,
             HISTORY_SIZE,
             self.runtime.keep_ms(job),
             "",
+            "",
         ]
+
+    def _call(self, part: Sequence[Item]) -> list[Any]:
+        """One ``EVALSHA`` of the batch claim script for ``part`` (KEYS, one profile, items)."""
+        keys: list[Any] = []
+        args: list[Any] = [1, *self._profile(part[0][0])]
+        for job, slot, token in part:
+            keys.extend(self.runtime.keys(job))
+            args.extend((slot, token, slot + MAX_LATE_MS, 1))
+        return ["EVALSHA", self.sha, len(keys), *keys, *args]
+
+    @staticmethod
+    def _check(reply: Any) -> None:
+        """Every item of one call's reply (one answer per item) must be won."""
+        if any(answer[0] != b"won" for answer in reply):
+            raise AssertionError(reply[:3])
 
     async def single(self, part: Sequence[Item]) -> None:
         for item in part:
-            reply = await self.client.execute_command(*self._args(item))  # type: ignore[no-untyped-call]
-            if reply[0] != b"won":
-                raise AssertionError(reply)
+            self._check(await self.client.execute_command(*self._call([item])))  # type: ignore[no-untyped-call]
 
     async def batch(self, part: Sequence[Item]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for item in part:
-            pipe.execute_command(*self._args(item))
-        replies = await pipe.execute()
-        if any(r[0] != b"won" for r in replies):
-            raise AssertionError(replies[:3])
+        for first in range(0, len(part), self.chunk):
+            pipe.execute_command(*self._call(part[first : first + self.chunk]))
+        for reply in await pipe.execute():
+            self._check(reply)
 
     async def close(self) -> None:
         await self.client.aclose()
 
 
 class PostgresRaw(Raw):
-    how_single = "the backend's claim_v1() statement, one at a time (psycopg, autocommit)"
-    how_batch = "psycopg executemany (pipeline mode) of the claim_v1() statement, one per chunk"
+    how_single = "the backend's claim_v2() statement, one at a time (psycopg, autocommit)"
+    how_batch = (
+        "the backend's claim_many_v2(arrays) statement, one per chunk (psycopg, autocommit),"
+        " as the backend sends it"
+    )
 
     async def open(self, url: str, backend: Any) -> None:
         import psycopg
 
-        sql = backend.dialect.claim_statement(backend.tables)
-        if sql is None:
-            raise RuntimeError("the backend has no claim statement")
-        self.sql = backend.dialect.placeholders(sql)
+        dialect, tables = backend.dialect, backend.tables
+        sql, many = dialect.claim_statement(tables), dialect.claim_many_statement(tables)
+        if sql is None or many is None:
+            raise RuntimeError("the backend has no claim or batch claim statement")
+        self.sql = dialect.placeholders(sql)
+        self.many = dialect.placeholders(many)
         self.conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
 
     def _params(self, item: Item) -> tuple[Any, ...]:
@@ -292,14 +306,11 @@ class PostgresRaw(Raw):
                 raise AssertionError(row)
 
     async def batch(self, part: Sequence[Item]) -> None:
-        async with self.conn.cursor() as cur:
-            await cur.executemany(self.sql, [self._params(i) for i in part], returning=True)
-            while True:
-                row = await cur.fetchone()
-                if row is None or row[0] != "won":
-                    raise AssertionError(row)
-                if not cur.nextset():
-                    break
+        columns = list(zip(*(self._params(item) for item in part), strict=True))
+        cur = await self.conn.execute(self.many, [list(column) for column in columns])
+        rows = await cur.fetchall()
+        if len(rows) != len(part) or any(row[1] != "won" for row in rows):
+            raise AssertionError(rows[:3])
 
     async def close(self) -> None:
         await self.conn.close()

@@ -105,6 +105,8 @@ def test_lease_keys_match_the_spec_and_share_one_hash_slot(server: Server, prefi
         assert await runs.finish(job, slot, "tok-1", "ok")
         await b.save_result(job, result, 100)
         await runs.claim(RunClaim(job, slot + 1000, "tok-2", "inst-b", 60_000, overlap=True))
+        # The runs stream holds manual runs (a scheduled run's state is its claim record).
+        await b.record_manual_run(ClaimInput(job, slot + 2000, "tok-3", "inst-a"))
 
     run(using(backend_for(server, prefix=prefix), body))
     r = inspector(server)
@@ -112,8 +114,6 @@ def test_lease_keys_match_the_spec_and_share_one_hash_slot(server: Server, prefi
     tag = "{" + prefix + job + "}"
     assert found == {
         f"{tag}:state": "hash",
-        f"{tag}:active": "set",
-        f"{tag}:slots": "zset",
         f"{tag}:runs": "stream",
         f"{tag}:results": "zset",
         f"{prefix}format": "string",
@@ -529,7 +529,10 @@ def test_lease_trimming_keeps_running_runs_and_bounds_state(server: Server, pref
     run_fields = {k for k in state if not k.startswith("~")}
     assert len(run_fields) <= 3 * size + 1, f"run state not trimmed: {len(run_fields)} runs kept"
     assert any(k.endswith(str(0)) for k in run_fields)
-    assert r.zcard(f"{tag}:slots") == len(run_fields)
+    # The run still in progress is the only one ~act lists.
+    assert [int(s) for s in text(r.hget(f"{tag}:state", "~act")).split(",")] == [
+        min(int(k) for k in run_fields)
+    ]
 
 
 @pytest.mark.parametrize("strategy", ["lease", "stream-id"])
@@ -608,4 +611,56 @@ def test_the_longest_retention_any_instance_needs_is_kept(server: Server, prefix
 
     # This instance knows nothing of the job's needs and would keep state only 60 s.
     run(using(backend_for(server, strategy=Lease(window_ms=60_000), prefix=prefix), claims))
-    assert inspector(server).zcard(f"{tag}:slots") == 30, "state a late claim may need was trimmed"
+    kept = [k for k in inspector(server).hkeys(f"{tag}:state") if not text(k).startswith("~")]
+    assert len(kept) == 30, "state a late claim may need was trimmed"
+
+
+def test_a_store_of_the_previous_layout_is_upgraded_by_prepare_job(
+    server: Server, prefix: str
+) -> None:
+    """0.1.0 kept runs not ended in ``:active`` and every slot in ``:slots``; both are folded in.
+
+    The run the old set lists is still live: after ``prepare_job`` it is
+    active, blocks an ``overlap=False`` claim of the next slot, and finishes.
+    """
+    job = "legacy"
+    tag = "{" + prefix + job + "}"
+    r = inspector(server)
+    now_ms = int(r.time()[0]) * 1000
+    slot = now_ms - now_ms % 1000 - 10_000
+    old = slot - 1000
+    # As 0.1.0 wrote them (cjson key order, not encode_state's).
+    r.hset(
+        f"{tag}:state",
+        mapping={
+            str(slot): (
+                f'{{"t":"tok-old","a":1,"s":"running","r":"inst-old","l":{now_ms + 600_000},'
+                f'"b":{slot},"m":1,"x":0}}'
+            ),
+            str(old): (
+                f'{{"t":"tok-done","a":1,"s":"finished","r":"inst-old","l":{old + 5000},'
+                f'"b":{old},"m":1,"x":0,"f":{old + 10},"o":"ok"}}'
+            ),
+        },
+    )
+    r.sadd(f"{tag}:active", str(slot), str(old))
+    r.zadd(f"{tag}:slots", {str(slot): slot, str(old): old})
+
+    async def body(b: RedisBackendBase) -> None:
+        await b.prepare_job(job, 100)
+        runs = b.runs
+        assert runs is not None
+        assert [(a.slot, a.token, a.live) for a in await runs.active(job)] == [
+            (slot, "tok-old", True)
+        ]
+        blocked = await runs.claim(RunClaim(job, slot + 1000, "tok-new", "inst-new", 60_000))
+        assert blocked.kind == "overlap"
+        assert blocked.runner == "inst-old"
+        assert await runs.finish(job, slot, "tok-old", "ok")
+        assert await runs.active(job) == []
+        after = await runs.claim(RunClaim(job, slot + 2000, "tok-next", "inst-new", 60_000))
+        assert after.kind == "won"
+
+    run(using(backend_for(server, prefix=prefix), body))
+    assert r.exists(f"{tag}:active", f"{tag}:slots") == 0
+    assert text(r.hget(f"{tag}:state", "~act")) == str(slot + 2000)

@@ -4,12 +4,14 @@ Keys of a job (one hash tag, so Redis Cluster keeps them on one node):
 
 ==========================  ==========  ===============================================
 ``{<prefix><job>}:state``    hash        per run (field = slot): attempt, token, status,
-                                         runner, lease expiry, start (JSON)
-``{<prefix><job>}:active``   set         slots whose run is not finished yet
-``{<prefix><job>}:slots``    sorted set  every slot in ``state`` (to trim the oldest)
+                                         runner, lease expiry, start (JSON); ``~act``
+                                         lists the runs not ended yet
 ``{<prefix><job>}:runs``     stream      one entry per attempt and per manual run
 ``{<prefix><job>}:results``  sorted set  one result per attempt (JSON, scored by slot)
 ==========================  ==========  ===============================================
+
+Releases up to 0.1.0 also kept ``:active`` (a set) and ``:slots`` (a sorted
+set); ``prepare_job`` folds ``:active`` into ``~act`` and drops both.
 
 Every step is one script that takes a batch (claims, heartbeats, finishes,
 results): a single call is a batch of one, so a batch answers exactly what its
@@ -31,6 +33,7 @@ from anarchon.types import (
     ActiveRun,
     ClaimInput,
     ClaimOutcome,
+    ClaimRecord,
     JobLimits,
     LeaseState,
     ResultWrite,
@@ -56,11 +59,20 @@ from anarchon_redis._runtime import (
 )
 from anarchon_redis.strategies import Lease
 
-__all__ = ["PLAIN_CLAIM_LEASE_MS", "RETENTION_MARGIN_MS", "LeaseRuntime", "RedisRunStore"]
+__all__ = [
+    "FINISHED_MEMORY",
+    "PLAIN_CLAIM_LEASE_MS",
+    "RETENTION_MARGIN_MS",
+    "LeaseRuntime",
+    "RedisRunStore",
+]
 
 
 RETENTION_MARGIN_MS = 60_000
 """Extra time finished run state is kept beyond what late and catch-up claims need."""
+
+FINISHED_MEMORY = 100_000
+"""Runs ended by ``finish`` remembered until their result is saved (the oldest are forgotten)."""
 
 HISTORY_SLACK = 16
 """Extra records read beyond ``2 * limit`` (claims are stored in claim order, not slot order)."""
@@ -82,46 +94,49 @@ class LeaseRuntime(Runtime):
         super().__init__(store)
         self.settings = settings
         self.runs: RedisRunStore = RedisRunStore(self)
-        self._keys: dict[str, tuple[str, str, str, str, str]] = {}
+        self._keys: dict[str, tuple[str, str, str]] = {}
         self._keep: dict[str, int] = {}
+        self._finished: dict[tuple[str, int, str], None] = {}
 
     # Keys -------------------------------------------------------------------
 
-    def keys(self, job: str) -> tuple[str, str, str, str, str]:
-        """``(state, active, slots, runs, results)`` of ``job``."""
+    def keys(self, job: str) -> tuple[str, str, str]:
+        """``(state, runs, results)`` of ``job``: the claim and save scripts' KEYS per item."""
         keys = self._keys.get(job)
         if keys is None:
             tag = "{" + self.store.prefix + job + "}"
-            keys = (
-                f"{tag}:state",
-                f"{tag}:active",
-                f"{tag}:slots",
-                f"{tag}:runs",
-                f"{tag}:results",
-            )
+            keys = (f"{tag}:state", f"{tag}:runs", f"{tag}:results")
             self._keys[job] = keys
         return keys
 
+    def legacy_keys(self, job: str) -> tuple[str, str]:
+        """``(active, slots)`` of ``job``: kept by earlier releases, folded in by ``prepare_job``."""
+        tag = "{" + self.store.prefix + job + "}"
+        return (f"{tag}:active", f"{tag}:slots")
+
     def key_types(self, job: str) -> dict[str, str]:
-        """The job's keys and their Redis types."""
-        state, active, slots, runs, results = self.keys(job)
-        return {state: "hash", active: "set", slots: "zset", runs: "stream", results: "zset"}
+        """The job's keys (and the legacy ones, should they exist) and their Redis types."""
+        state, runs, results = self.keys(job)
+        active, slots = self.legacy_keys(job)
+        return {state: "hash", runs: "stream", results: "zset", active: "set", slots: "zset"}
 
     def keep_ms(self, job: str) -> int:
         """How long finished run state of ``job`` is kept (what this instance knows it needs)."""
         return self._keep.get(job, self.settings.window_ms)
 
     def claim_args(self, claim: RunClaim) -> tuple[Any, ...]:
-        """One claim's ARGV for the claim script."""
-        deadline, ttl = claim.deadline_ms, claim.history_ttl_ms
+        """One claim's own ARGV for the claim script (its settings go in :meth:`claim_profile`)."""
+        deadline = claim.deadline_ms
+        return (int(claim.slot), claim.token, "" if deadline is None else int(deadline))
+
+    def claim_profile(self, claim: RunClaim) -> tuple[Any, ...]:
+        """The settings a claim shares with others of its call (sent once per call)."""
+        ttl = claim.history_ttl_ms
         return (
-            int(claim.slot),
-            claim.token,
             claim.instance_id,
             int(claim.lease_ms),
             int(claim.max_attempts),
             1 if claim.overlap else 0,
-            "" if deadline is None else int(deadline),
             1 if claim.create else 0,
             max(int(claim.history_size), 1),
             self.keep_ms(claim.job),
@@ -129,6 +144,20 @@ class LeaseRuntime(Runtime):
             "" if claim.early_ms is None else int(claim.early_ms),
             1 if claim.overlap_wait else 0,
         )
+
+    def finished(self, runs: Sequence[tuple[str, int, str]]) -> None:
+        """Remember runs ``finish`` ended (job, slot, token): their results need no state check."""
+        seen = self._finished
+        for run in runs:
+            seen[run] = None
+        while len(seen) > FINISHED_MEMORY:
+            del seen[next(iter(seen))]
+
+    def result_kind(self, job: str, result: StoredResult) -> int:
+        """0: a scheduled run (its state may need marking finished), 1: manual, 2: finished here."""
+        if result.manual:
+            return 1
+        return 2 if self._finished.pop((job, int(result.slot), result.token), 0) is None else 0
 
     # Runtime ------------------------------------------------------------------
 
@@ -150,11 +179,18 @@ class LeaseRuntime(Runtime):
         self._keep[limits.job] = max(self._keep.get(limits.job, 0), needed)
 
     async def prepare_job(self, job: str, history_size: int) -> None:
-        """Record (in the store) how long this instance needs the job's run state kept."""
+        """Record (in the store) how long this instance needs the job's run state kept.
+
+        A job stored by an earlier release (``:active`` and ``:slots`` keys) is
+        upgraded in the same script (docs/backends/redis.md, "Upgrading").
+        """
         keep = self._keep.get(job)
-        if keep is not None:
-            conn = await self.ready()
-            await conn.evalsha(_lua.LEASE_PREPARE, self.keys(job)[:1], (keep,))
+        conn = await self.ready()
+        await conn.evalsha(
+            _lua.LEASE_PREPARE,
+            (self.keys(job)[0], *self.legacy_keys(job)),
+            ("" if keep is None else keep,),
+        )
 
     async def claim(self, input: ClaimInput) -> bool:
         """A plain claim (see :meth:`claim_many`)."""
@@ -171,7 +207,7 @@ class LeaseRuntime(Runtime):
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append a manual claim record to the job's ``runs`` stream (no de-duplication)."""
-        runs = self.keys(input.job)[3]
+        runs = self.keys(input.job)[1]
         conn = await self.ready()
         await conn.execute(
             "XADD",
@@ -205,13 +241,12 @@ class LeaseRuntime(Runtime):
         def args(i: int) -> tuple[Any, ...]:
             w = writes[i]
             r = w.result
+            return (int(r.slot), r.token, encode_result(r), r.status, self.result_kind(w.job, r))
+
+        def profile(i: int) -> tuple[Any, ...]:
+            w = writes[i]
             ttl = w.history_ttl_ms
             return (
-                int(r.slot),
-                r.token,
-                encode_result(r),
-                r.status,
-                1 if r.manual else 0,
                 max(int(w.history_size), 1),
                 "" if ttl is None else int(ttl),
                 self.keep_ms(w.job),
@@ -223,26 +258,61 @@ class LeaseRuntime(Runtime):
             [w.job for w in writes],
             lambda i: self.keys(writes[i].job),
             args,
+            profile=profile,
         )
 
     async def history(self, job: str, limit: int) -> list[RunRecord]:
-        """Recent runs of ``job`` (one record per attempt), newest first."""
+        """Recent runs of ``job`` (one record per attempt), newest first.
+
+        Runs in progress come from their run state (``~act`` lists them: the
+        state is the claim record), ended ones from their results; manual runs
+        and the claims earlier releases wrote come from the ``runs`` stream.
+        """
         if limit <= 0:
             return []
-        _state, _active, _slots, runs, results = self.keys(job)
+        state, runs, results = self.keys(job)
         fetch = 2 * int(limit) + HISTORY_SLACK
         conn = await self.ready()
-        entries, members = await conn.pipeline(
+        entries, members, act = await conn.pipeline(
             [
                 ("XREVRANGE", runs, "+", "-", "COUNT", fetch),
                 ("ZREVRANGE", results, 0, fetch - 1),
+                ("HGET", state, "~act"),
             ]
         )
         conn.check(entries, (runs,))
         conn.check(members, (results,))
         claims = claim_records(job, entries, manual=False)
+        slots = [s for s in text(conn.check(act, (state,)) or "").split(",") if s]
+        if slots:
+            raw = conn.check(await conn.execute("HMGET", state, *slots), (state,))
+            known = {c.token for c in claims}
+            for slot, value in zip(slots, raw, strict=True):
+                claim = _running_claim(job, slot, value)
+                if claim is not None and claim.token not in known:
+                    claims.append(claim)
         stored = [r for r in (decode_result(m) for m in members) if r is not None]
         return build_history(job, claims, stored, limit)
+
+
+def _running_claim(job: str, slot: str, value: Any) -> ClaimRecord | None:
+    """The claim record of a run in progress, from its run state (None if it ended)."""
+    if value is None:
+        return None
+    try:
+        state = json.loads(value)
+        if state.get("s") != "running":
+            return None
+        return ClaimRecord(
+            job=job,
+            slot=int(slot),
+            token=str(state["t"]),
+            instance_id=str(state["r"]),
+            at=int(state["b"]),
+            attempt=int(state["a"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class RedisRunStore(RunStore):
@@ -265,6 +335,7 @@ class RedisRunStore(RunStore):
             [c.job for c in claims],
             lambda i: rt.keys(claims[i].job),
             lambda i: rt.claim_args(claims[i]),
+            profile=lambda i: rt.claim_profile(claims[i]),
         )
 
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
@@ -310,10 +381,14 @@ class RedisRunStore(RunStore):
             conn,
             _lua.LEASE_FINISH,
             [f.job for f in finishes],
-            lambda i: rt.keys(finishes[i].job)[:2],
+            lambda i: rt.keys(finishes[i].job)[:1],
             lambda i: (int(finishes[i].slot), finishes[i].token, finishes[i].status),
         )
-        return [int(r) == 1 for r in replies]
+        answers = [int(r) == 1 for r in replies]
+        rt.finished(
+            [(f.job, int(f.slot), f.token) for f, ok in zip(finishes, answers, strict=True) if ok]
+        )
+        return answers
 
     async def release(self, job: str, slot: int, token: str) -> bool:
         """End ``token``'s lease now (hand-over); on the last attempt mark the run interrupted.
@@ -321,9 +396,9 @@ class RedisRunStore(RunStore):
         The released attempt is recorded ``interrupted`` (reason ``handed_over``).
         """
         rt = self._rt
-        state, active, _slots, _runs, results = rt.keys(job)
+        state, _runs, results = rt.keys(job)
         conn = await rt.ready()
-        reply = await conn.evalsha(_lua.LEASE_RELEASE, (state, active, results), (int(slot), token))
+        reply = await conn.evalsha(_lua.LEASE_RELEASE, (state, results), (int(slot), token))
         return int(reply) == 1
 
     native_retry = True
@@ -332,7 +407,7 @@ class RedisRunStore(RunStore):
     async def retry(self, retry: RunRetry) -> ClaimOutcome:
         """End a failed attempt and start the next under the same runner, in one script."""
         rt = self._rt
-        state, _active, _slots, runs, _results = rt.keys(retry.job)
+        state, runs, _results = rt.keys(retry.job)
         conn = await rt.ready()
         reply = await conn.evalsha(
             LEASE_RETRY,
@@ -368,7 +443,8 @@ class RedisRunStore(RunStore):
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
         rt = self._rt
         conn = await rt.ready()
-        reply = list(await conn.evalsha(_lua.LEASE_ACTIVE, rt.keys(job)[:2], ()))
+        keys = (rt.keys(job)[0], rt.legacy_keys(job)[0])
+        reply = list(await conn.evalsha(_lua.LEASE_ACTIVE, keys, ()))
         now = int(reply[0])
         runs = []
         for i in range(1, len(reply) - 4, 5):

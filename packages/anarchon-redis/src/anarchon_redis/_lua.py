@@ -22,17 +22,28 @@ object (``cjson``) with these keys:
 ``o``  outcome given to ``finish`` (``ok``, ``error``, ...)
 ====  =========================================================
 
-Three bookkeeping fields sit beside the slots: ``~keep`` (the longest any
+Bookkeeping fields sit beside the slots: ``~act`` (the slots of runs not
+ended yet, comma-separated, written in the same ``HSET`` as the run's state),
+``~n`` (writes so far, written the same way: trimming is checked every
+``min(16, history_size)`` writes, not on each), ``~keep`` (the longest any
 instance asked run state to be kept, ms), ``~ttl`` (when history is next
-checked against ``history_ttl``) and ``~n`` (writes so far: trimming is
-checked every ``min(16, history_size)`` writes, not on each).
+checked against ``history_ttl``) and ``~st`` (when run state may next be
+trimmed, once every candidate was still needed). A won claim is one ``HGET``,
+one ``HMGET`` and one ``HSET``, a losing one an ``HGET``; a finish one
+``HMGET`` and one ``HSET``; a result one ``ZADD`` (and one ``HGET`` unless
+the saving instance finished the run). As
+``~act`` is rewritten whole, a write costs O(runs in progress of the job):
+nothing for the usual one or two, noticeable for a job with thousands.
 
 Every lease script but ``release``, ``active`` and ``prepare`` takes a batch:
 KEYS and ARGV hold one group per item, items run in order at one ``TIME``,
-and the reply is one answer per item.
+and the reply is one answer per item. The claim and save scripts take the
+settings items share once per call (profiles, see ``run_batched``).
 
-Results are JSON objects in the ``results`` sorted set, scored by slot; claim
-records are entries of the ``runs`` stream whose first field is the slot.
+Results are JSON objects in the ``results`` sorted set, scored by slot. A
+scheduled run's claim record is its run state (history reads the runs
+``~act`` lists); the ``runs`` stream holds manual runs, and the claims
+releases up to 0.1.0 appended (an entry per attempt, first field the slot).
 """
 
 from __future__ import annotations
@@ -56,6 +67,7 @@ __all__ = [
     "SCRIPT_CLAIM",
     "SCRIPT_SCRIPTS",
     "SET_MAX",
+    "STATE_LIB",
     "STREAM_ID_SCRIPTS",
     "TRIM_DEDUPE",
     "TRIM_STREAM",
@@ -69,6 +81,9 @@ local function now_ms()
 end
 local function int(n) return string.format('%d', n) end
 local function opt(s) if s == nil or s == '' then return nil end return tonumber(s) end
+"""
+
+_STATE = r"""
 -- Run state as the JSON cjson would write, built with string.format (faster than
 -- cjson.encode of a table); strings other than [%w.:_-] go through cjson.
 local function jstr(s)
@@ -83,7 +98,41 @@ local function encode_state(r)
   if r.o then out = out .. ',"o":' .. jstr(r.o) end
   return out .. '}'
 end
+local decode_state = cjson.decode
+-- A token or status that can stand in JSON as it is (no quote or backslash):
+-- then a stored state can be matched and rewritten with plain string search.
+local function plain(s) return not string.find(s, '[\\"]') end
 local function put(state, slot, r) redis.call('HSET', state, slot, encode_state(r)) end
+
+-- `~act` lists the slots of runs not ended yet, comma-separated: it is written
+-- in the same HSET as the run's state, so it costs no command of its own.
+local function act_has(act, slot_s)
+  if not act or act == '' then return false end
+  return string.find(',' .. act .. ',', ',' .. slot_s .. ',', 1, true) ~= nil
+end
+local function act_add(act, slot_s)
+  if not act or act == '' then return slot_s end
+  if act_has(act, slot_s) then return act end
+  return act .. ',' .. slot_s
+end
+local function act_del(act, slot_s)
+  if not act or act == '' then return '' end
+  local out = {}
+  for s in string.gmatch(act, '[^,]+') do
+    if s ~= slot_s then out[#out + 1] = s end
+  end
+  return table.concat(out, ',')
+end
+local function act_set(act)
+  local running, n = {}, 0
+  if act and act ~= '' then
+    for s in string.gmatch(act, '[^,]+') do
+      running[tonumber(s)] = true
+      n = n + 1
+    end
+  end
+  return running, n
+end
 """
 
 _LEASE_LIB = r"""
@@ -93,33 +142,24 @@ local function add_result(results, slot, token, runner, status, started, finishe
              reason = reason}
   redis.call('ZADD', results, slot, cjson.encode(r))
 end
+"""
 
-local function add_claim(runs, slot_s, token, runner, attempt, now)
-  redis.call('XADD', runs, '*', 'slot', slot_s, 'token', token, 'instance', runner,
-             'attempt', attempt, 'manual', '0', 'at', int(now))
-end
-
+_TRIM = r"""
 -- Keep about `size` runs (between N and 2N) and nothing older than `ttl`;
--- never a record of a run still in progress. Claims go before their results,
--- so a finished run never shows as running.
-local function over(key, count, active, size)
-  -- More than 2 * size records beside those of runs in progress (never trimmed).
-  return redis.call(count, key) - redis.call('SCARD', active) > 2 * size
+-- never a record of a run still in progress (`running`, `nrun` of them).
+-- Claims go before their results, so a finished run never shows as running.
+local function over(key, count, nrun, size)
+  return redis.call(count, key) - nrun > 2 * size
 end
 
-local function trim_history(state, active, runs, results, now, size, ttl)
-  local by_count = over(runs, 'XLEN', active, size) or over(results, 'ZCARD', active, size)
+local function trim_history(state, runs, results, now, size, ttl, ttl_due, running, nrun)
+  local by_count = over(runs, 'XLEN', nrun, size) or over(results, 'ZCARD', nrun, size)
   local by_ttl = false
-  if ttl then
-    local due = tonumber(redis.call('HGET', state, '~ttl') or '0')
-    if now >= due then
-      by_ttl = true
-      redis.call('HSET', state, '~ttl', int(now + math.max(10, math.min(math.floor(ttl / 2), 60000))))
-    end
+  if ttl and now >= ttl_due then
+    by_ttl = true
+    redis.call('HSET', state, '~ttl', int(now + math.max(10, math.min(math.floor(ttl / 2), 60000))))
   end
   if not (by_count or by_ttl) then return end
-  local running = {}
-  for _, s in ipairs(redis.call('SMEMBERS', active)) do running[tonumber(s)] = true end
   local entries = redis.call('XRANGE', runs, '-', '+')
   local cut = nil
   if by_count then
@@ -167,97 +207,144 @@ local function trim_history(state, active, runs, results, now, size, ttl)
 end
 
 -- Drop old finished run state once late and catch-up claims can no longer ask
--- for it: only beyond the newest `size` runs and older than `keep` ms.
-local function trim_state(state, active, slots, now, size, keep)
-  if not over(slots, 'ZCARD', active, size) then return end
-  local count = redis.call('ZCARD', slots)
-  local stored = tonumber(redis.call('HGET', state, '~keep') or '0')
+-- for it: only beyond the newest `size` runs and older than `keep` ms. The
+-- hash's length tells when (five bookkeeping fields sit beside the runs); the
+-- slots are read and sorted only then. When every candidate is still needed,
+-- `~st` holds the time the first of them may go, and nothing is read before.
+local function trim_state(state, now, size, keep, running, nrun)
+  if redis.call('HLEN', state) - 5 - nrun <= 2 * size then return end
+  local got = redis.call('HMGET', state, '~keep', '~st')
+  if got[2] and now < tonumber(got[2]) then return end
+  local stored = tonumber(got[1] or '0') or 0
   if stored > keep then keep = stored end
-  local old = redis.call('ZRANGEBYSCORE', slots, '-inf', '(' .. int(now - keep),
-                         'LIMIT', 0, count - size)
-  for _, s in ipairs(old) do
-    if redis.call('SISMEMBER', active, s) == 0 then
-      redis.call('HDEL', state, s)
-      redis.call('ZREM', slots, s)
+  local slots, names = {}, {}
+  for _, f in ipairs(redis.call('HKEYS', state)) do
+    local n = tonumber(f)
+    if n then
+      slots[#slots + 1] = n
+      names[n] = f
     end
   end
-end
-"""
-
-_TICK = r"""
--- Trimming is amortised: every write to a job counts in `~n`, and only every
--- `every`-th write (16, or history_size if smaller) checks the bounds and trims;
--- with a history TTL, a write also trims once `~ttl` is due. Trimming never goes
--- further than before, only less often: state and history grow past their bound
--- by at most `every` records between checks.
-local function tick(state, active, slots, runs, results, now, size, keep, ttl)
-  local every = math.max(1, math.min(16, size))
-  local due = redis.call('HINCRBY', state, '~n', 1) % every == 0
-  if not due and ttl then
-    due = now >= tonumber(redis.call('HGET', state, '~ttl') or '0')
+  table.sort(slots, function(x, y) return x > y end)
+  local horizon, dead, wait = now - keep, {}, nil
+  for i = size + 1, #slots do
+    local s = slots[i]
+    if not running[s] then
+      if s < horizon then
+        dead[#dead + 1] = names[s]
+      elseif wait == nil or s + keep < wait then
+        wait = s + keep
+      end
+    end
   end
+  for i = 1, #dead, 500 do
+    redis.call('HDEL', state, unpack(dead, i, math.min(i + 499, #dead)))
+  end
+  if wait then
+    redis.call('HSET', state, '~st', int(wait + 1))
+  elseif got[2] then
+    redis.call('HDEL', state, '~st')
+  end
+end
+
+-- Trimming is amortised: every write to a job counts in `~n` (written with the
+-- run's state), and only every `every`-th write (16, or history_size if smaller)
+-- checks the bounds and trims; with a history TTL, a write also trims once
+-- `~ttl` is due. State and history grow past their bound by at most `every`
+-- records between checks.
+local function tick(state, runs, results, now, size, keep, ttl, count, ttl_due, act)
+  local every = math.max(1, math.min(16, size))
+  local due = count % every == 0
+  if not due and ttl then due = now >= ttl_due end
   if not due then return end
-  trim_state(state, active, slots, now, size, keep)
-  trim_history(state, active, runs, results, now, size, ttl)
+  local running, nrun = act_set(act)
+  trim_state(state, now, size, keep, running, nrun)
+  trim_history(state, runs, results, now, size, ttl, ttl_due, running, nrun)
 end
 """
 
 _CLAIM = r"""
 -- A batch of claims, each walking the claim tree on its own (in order, as if
 -- sent one by one), all at one server time.
--- KEYS: per claim: state, active, slots, runs, results (5 keys)
--- ARGV: per claim: slot, token, instance, lease_ms, max_attempts, overlap (0/1),
---       deadline ('' = none), create (0/1), history_size, keep_ms, history_ttl_ms ('' = none),
---       early_ms ('' = none), overlap_wait (0/1: an overlap answer writes nothing)
+-- KEYS: per claim: state, runs, results (3 keys)
+-- ARGV: the number of profiles P, then P profiles of 10: instance, lease_ms,
+--       max_attempts, overlap (0/1), create (0/1), history_size, keep_ms,
+--       history_ttl_ms ('' = none), early_ms ('' = none), overlap_wait (0/1: an
+--       overlap answer writes nothing);
+--       then per claim: slot, token, deadline ('' = none), profile (1..P)
 -- Returns per claim {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
-local function claim(k, a, now)
-  local state, active, slots, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
-  local slot_s, token, instance = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local slot, lease_ms, max_attempts = tonumber(slot_s), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local size, keep, ttl = tonumber(ARGV[a + 9]), tonumber(ARGV[a + 10]), opt(ARGV[a + 11])
+-- A won claim costs one HGET, one HMGET and one HSET (state, `~act`, `~n`):
+-- the run's state is its claim record (history reads the runs `~act` lists).
+-- A losing claim costs one HGET.
+local now = now_ms()
+local now_s = int(now)
+local profiles = {}
+local np = tonumber(ARGV[1])
+for p = 1, np do
+  local b = 1 + (p - 1) * 10
+  local lease_ms = tonumber(ARGV[b + 2])
+  profiles[p] = {instance = ARGV[b + 1], jinstance = jstr(ARGV[b + 1]), lease_ms = lease_ms,
+                 lease_s = int(now + lease_ms), max_s = ARGV[b + 3], max = tonumber(ARGV[b + 3]),
+                 overlap = ARGV[b + 4] == '1', create = ARGV[b + 5] == '1',
+                 size = tonumber(ARGV[b + 6]), keep = tonumber(ARGV[b + 7]),
+                 ttl = opt(ARGV[b + 8]), early = opt(ARGV[b + 9]), wait = ARGV[b + 10] == '1'}
+end
+
+-- The bookkeeping fields a write needs: `~act`, the next `~n`, `~ttl`. Read
+-- only by the claims that write (a losing claim reads the run's state alone).
+local function bookkeeping(state)
+  local got = redis.call('HMGET', state, '~act', '~n', '~ttl')
+  return got[1] or '', (tonumber(got[2] or '0') or 0) + 1, tonumber(got[3] or '0') or 0
+end
+
+local function claim(k, slot_s, token, deadline, p)
+  local state, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  local slot, instance, max_attempts = tonumber(slot_s), p.instance, p.max
   local raw = redis.call('HGET', state, slot_s)
   if not raw then
-    local early = opt(ARGV[a + 12])
-    if early and slot > now + early then return {'early', 0, '', 0, 0} end
-    local deadline = opt(ARGV[a + 7])
+    local act, count, ttl_due = bookkeeping(state)
+    local function trim(new_act)
+      tick(state, runs, results, now, p.size, p.keep, p.ttl, count, ttl_due, new_act)
+    end
+    if p.early and slot > now + p.early then return {'early', 0, '', 0, 0} end
     if deadline and now > deadline then return {'late', 0, '', 0, 0} end
-    if ARGV[a + 8] ~= '1' then return {'none', 0, '', 0, 0} end
-    if ARGV[a + 6] ~= '1' then
+    if not p.create then return {'none', 0, '', 0, 0} end
+    if not p.overlap and act ~= '' then
       local blocker, blocker_slot = nil, nil
-      for _, s in ipairs(redis.call('SMEMBERS', active)) do
+      for s in string.gmatch(act, '[^,]+') do
         local n = tonumber(s)
         if n < slot and (blocker_slot == nil or n > blocker_slot) then
           local other = redis.call('HGET', state, s)
           if other then
-            local o = cjson.decode(other)
+            local o = decode_state(other)
             if o.s == 'running' and o.l > now then blocker, blocker_slot = o, n end
           end
         end
       end
       if blocker then
-        if ARGV[a + 13] == '1' then return {'overlap', 0, blocker.r, blocker.l, 0} end
-        put(state, slot_s, {a = 0, t = token, s = 'skipped', r = instance, l = now, b = now,
-                            m = max_attempts, x = 0, f = now})
-        redis.call('ZADD', slots, slot_s, slot_s)
+        if p.wait then return {'overlap', 0, blocker.r, blocker.l, 0} end
+        redis.call('HSET', state, slot_s,
+                   encode_state({a = 0, t = token, s = 'skipped', r = instance, l = now, b = now,
+                                 m = max_attempts, x = 0, f = now}), '~n', count)
         add_result(results, slot, token, instance, 'skipped', now, now, 1, 'overlap')
-        tick(state, active, slots, runs, results, now, size, keep, ttl)
+        trim(act)
         return {'overlap', 0, blocker.r, blocker.l, 0}
       end
     end
-    local lease = now + lease_ms
-    put(state, slot_s, {a = 1, t = token, s = 'running', r = instance, l = lease, b = now,
-                        m = max_attempts, x = 0})
-    redis.call('SADD', active, slot_s)
-    redis.call('ZADD', slots, slot_s, slot_s)
-    add_claim(runs, slot_s, token, instance, 1, now)
-    tick(state, active, slots, runs, results, now, size, keep, ttl)
-    return {'won', 1, instance, lease, 1}
+    -- encode_state's layout, from strings made once per call.
+    local new_act = act_add(act, slot_s)
+    redis.call('HSET', state, slot_s,
+               '{"a":1,"t":' .. jstr(token) .. ',"s":"running","r":' .. p.jinstance .. ',"l":'
+                 .. p.lease_s .. ',"b":' .. now_s .. ',"m":' .. p.max_s .. ',"x":0}',
+               '~act', new_act, '~n', count)
+    trim(new_act)
+    return {'won', 1, instance, now + p.lease_ms, 1}
   end
-  local r = cjson.decode(raw)
+  local r = decode_state(raw)
   local mine = 0
   if r.t == token then mine = 1 end
   if mine == 1 and r.s == 'running' and r.x == 0 then
-    local lease = math.max(r.l, now + lease_ms)
+    local lease = math.max(r.l, now + p.lease_ms)
     if lease ~= r.l then
       r.l = lease
       put(state, slot_s, r)
@@ -266,15 +353,16 @@ local function claim(k, a, now)
   end
   if r.s ~= 'running' or mine == 1 then return {'done', r.a, r.r, r.l, mine} end
   if r.l > now then return {'running', r.a, r.r, r.l, 0} end
+  local act, count, ttl_due = bookkeeping(state)
   if r.a < max_attempts then
     if r.x == 0 then
       add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(r.l, r.b), r.a, 'lease_lost')
     end
     r.a = r.a + 1
-    r.t, r.r, r.l, r.m, r.b, r.x, r.e = token, instance, now + lease_ms, max_attempts, now, 0, nil
-    put(state, slot_s, r)
-    add_claim(runs, slot_s, token, instance, r.a, now)
-    tick(state, active, slots, runs, results, now, size, keep, ttl)
+    r.t, r.r, r.l, r.m, r.b, r.x, r.e = token, instance, now + p.lease_ms, max_attempts, now, 0, nil
+    local new_act = act_add(act, slot_s)
+    redis.call('HSET', state, slot_s, encode_state(r), '~act', new_act, '~n', count)
+    tick(state, runs, results, now, p.size, p.keep, p.ttl, count, ttl_due, new_act)
     return {'won', r.a, instance, r.l, 1}
   end
   if r.x == 0 then
@@ -282,15 +370,16 @@ local function claim(k, a, now)
                'attempts_exhausted')
   end
   r.s, r.f = 'interrupted', now
-  put(state, slot_s, r)
-  redis.call('SREM', active, slot_s)
+  redis.call('HSET', state, slot_s, encode_state(r), '~act', act_del(act, slot_s))
   return {'done', r.a, r.r, r.l, 0}
 end
 
-local now = now_ms()
 local out = {}
-for i = 1, #KEYS / 5 do
-  out[i] = claim((i - 1) * 5, (i - 1) * 13, now)
+local base = 1 + np * 10
+for i = 1, #KEYS / 3 do
+  local a = base + (i - 1) * 4
+  out[i] = claim((i - 1) * 3, ARGV[a + 1], ARGV[a + 2], opt(ARGV[a + 3]),
+                 profiles[tonumber(ARGV[a + 4])])
 end
 return out
 """
@@ -305,7 +394,7 @@ for i = 1, #KEYS do
   out[i] = 0
   local raw = redis.call('HGET', state, slot_s)
   if raw then
-    local r = cjson.decode(raw)
+    local r = decode_state(raw)
     if r.t == token and r.s == 'running' and r.x == 0 then
       r.l = lease
       put(state, slot_s, r)
@@ -317,38 +406,63 @@ return out
 """
 
 _FINISH = r"""
--- KEYS: per run: state, active   ARGV: per run: slot, token, status
+-- KEYS: per run: state   ARGV: per run: slot, token, status
 -- Returns per run 1 if it is now finished by this token (also for a retried finish).
-local function finish(state, active, slot_s, token, status, now)
-  local raw = redis.call('HGET', state, slot_s)
+-- One HMGET and one HSET (the state and `~act`). A running state in
+-- encode_state's layout is rewritten with plain string search, others decoded.
+local now = now_ms()
+local now_s = int(now)
+local jstatus = {}
+
+local function finish(state, slot_s, token, status)
+  local got = redis.call('HMGET', state, slot_s, '~act')
+  local raw = got[1]
   if not raw then return 0 end
-  local r = cjson.decode(raw)
-  if r.t ~= token then return 0 end
-  if r.s == 'finished' then return 1 end
-  if r.s ~= 'running' or r.x ~= 0 then return 0 end
-  r.s, r.f, r.o = 'finished', now, status
-  put(state, slot_s, r)
-  redis.call('SREM', active, slot_s)
+  local new = nil
+  if plain(token) and string.sub(raw, -7) == ',"x":0}' then
+    local needle = ',"t":"' .. token .. '","s":"running",'
+    local i, j = string.find(raw, needle, 1, true)
+    if i then
+      local js = jstatus[status]
+      if not js then
+        js = jstr(status)
+        jstatus[status] = js
+      end
+      new = string.sub(raw, 1, i - 1) .. ',"t":"' .. token .. '","s":"finished",'
+        .. string.sub(raw, j + 1, -2) .. ',"f":' .. now_s .. ',"o":' .. js .. '}'
+    end
+  end
+  if not new then
+    local r = decode_state(raw)
+    if r.t ~= token then return 0 end
+    if r.s == 'finished' then return 1 end
+    if r.s ~= 'running' or r.x ~= 0 then return 0 end
+    r.s, r.f, r.o = 'finished', now, status
+    new = encode_state(r)
+  end
+  local act = got[2] or ''
+  if act == slot_s then act = '' else act = act_del(act, slot_s) end
+  redis.call('HSET', state, slot_s, new, '~act', act)
   return 1
 end
 
-local now = now_ms()
 local out = {}
-for i = 1, #KEYS / 2 do
+for i = 1, #KEYS do
   local a = (i - 1) * 3
-  out[i] = finish(KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], now)
+  out[i] = finish(KEYS[i], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3])
 end
 return out
 """
 
 _RELEASE = r"""
--- KEYS: state, active, results   ARGV: slot, token
+-- KEYS: state, results   ARGV: slot, token
 -- Ends the token's lease now (a backup takes over at its next re-check); on the
 -- last attempt the run is interrupted instead. Returns 1 (also for a retry).
-local state, active, results = KEYS[1], KEYS[2], KEYS[3]
-local raw = redis.call('HGET', state, ARGV[1])
+local state, results = KEYS[1], KEYS[2]
+local got = redis.call('HMGET', state, ARGV[1], '~act')
+local raw = got[1]
 if not raw then return 0 end
-local r = cjson.decode(raw)
+local r = decode_state(raw)
 if r.t ~= ARGV[2] then return 0 end
 if r.s ~= 'running' or r.x ~= 0 then
   if r.e == 'handed_over' then return 1 end
@@ -360,31 +474,39 @@ add_result(results, tonumber(ARGV[1]), r.t, r.r, 'interrupted', r.b, math.max(no
 r.e = 'handed_over'
 if r.a >= r.m then
   r.s, r.f = 'interrupted', now
-  redis.call('SREM', active, ARGV[1])
+  redis.call('HSET', state, ARGV[1], encode_state(r), '~act', act_del(got[2], ARGV[1]))
 else
   r.l, r.x = now, 1
+  put(state, ARGV[1], r)
 end
-put(state, ARGV[1], r)
 return 1
 """
 
 _SAVE = r"""
--- KEYS: per result: state, active, slots, runs, results
--- ARGV: per result: slot, token, result (JSON), status, manual (0/1), history_size,
---       history_ttl_ms ('' = none), keep_ms
+-- KEYS: per result: state, runs, results
+-- ARGV: the number of profiles P, then P profiles of 3: history_size,
+--       history_ttl_ms ('' = none), keep_ms;
+--       then per result: slot, token, result (JSON), status, kind, profile (1..P);
+--       kind: 0 a scheduled run, 1 a manual run, 2 a run this token finished already
 -- A plain claim's run state is marked finished too. Returns per result 1.
-local function save(k, a, now)
-  local state, active, slots, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
-  local slot_s, token, status, manual = ARGV[a + 1], ARGV[a + 2], ARGV[a + 4], ARGV[a + 5] == '1'
-  if not manual and status ~= 'running' then
+-- A lease run this instance finished costs one ZADD.
+local now = now_ms()
+local np = tonumber(ARGV[1])
+local base = 1 + np * 3
+
+local function save(k, a)
+  local state, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  local slot_s, token, status, kind = ARGV[a + 1], ARGV[a + 2], ARGV[a + 4], ARGV[a + 5]
+  local manual = kind == '1'
+  if kind == '0' and status ~= 'running' then
     local raw = redis.call('HGET', state, slot_s)
     -- Only a run still running is decoded (a lease run was finished already).
     if raw and string.find(raw, '"s":"running"', 1, true) then
-      local r = cjson.decode(raw)
+      local r = decode_state(raw)
       if r.t == token and r.s == 'running' then
         r.s, r.f, r.o = 'finished', now, status
-        put(state, slot_s, r)
-        redis.call('SREM', active, slot_s)
+        local act = redis.call('HGET', state, '~act')
+        redis.call('HSET', state, slot_s, encode_state(r), '~act', act_del(act, slot_s))
       end
     end
   end
@@ -392,27 +514,39 @@ local function save(k, a, now)
   -- A scheduled run's claim counted already (it ticks, and trims results too);
   -- a manual run has no claim here, so its result counts.
   if manual then
-    tick(state, active, slots, runs, results, now, tonumber(ARGV[a + 6]), tonumber(ARGV[a + 8]),
-         opt(ARGV[a + 7]))
+    local p = 1 + (tonumber(ARGV[a + 6]) - 1) * 3
+    local got = redis.call('HMGET', state, '~n', '~ttl', '~act')
+    local count = (tonumber(got[1] or '0') or 0) + 1
+    redis.call('HSET', state, '~n', count)
+    tick(state, runs, results, now, tonumber(ARGV[p + 1]), tonumber(ARGV[p + 3]),
+         opt(ARGV[p + 2]), count, tonumber(got[2] or '0') or 0, got[3] or '')
   end
   return 1
 end
 
-local now = now_ms()
 local out = {}
-for i = 1, #KEYS / 5 do
-  out[i] = save((i - 1) * 5, (i - 1) * 8, now)
+for i = 1, #KEYS / 3 do
+  out[i] = save((i - 1) * 3, base + (i - 1) * 6)
 end
 return out
 """
 
 _ACTIVE = r"""
--- KEYS: state, active   Returns {now, slot, attempt, runner, lease, token, ...} (unfinished runs).
+-- KEYS: state, legacy active set   Returns {now, slot, attempt, runner, lease, token, ...}
+-- (unfinished runs: those `~act` lists, and any in the set a previous release kept).
 local out = {now_ms()}
+local seen = {}
+local slots = {}
+for s in string.gmatch(redis.call('HGET', KEYS[1], '~act') or '', '[^,]+') do
+  if not seen[s] then seen[s] = true; slots[#slots + 1] = s end
+end
 for _, s in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if not seen[s] then seen[s] = true; slots[#slots + 1] = s end
+end
+for _, s in ipairs(slots) do
   local raw = redis.call('HGET', KEYS[1], s)
   if raw then
-    local r = cjson.decode(raw)
+    local r = decode_state(raw)
     if r.s == 'running' then
       out[#out + 1] = s
       out[#out + 1] = r.a
@@ -426,9 +560,25 @@ return out
 """
 
 _PREPARE = r"""
--- KEYS: state   ARGV: keep_ms   Remember the longest time any instance needs run state kept.
-local stored = tonumber(redis.call('HGET', KEYS[1], '~keep') or '0')
-if tonumber(ARGV[1]) > stored then redis.call('HSET', KEYS[1], '~keep', ARGV[1]) end
+-- KEYS: state, legacy active set, legacy slots index   ARGV: keep_ms ('' = unknown)
+-- Remember the longest time any instance needs run state kept. A store written
+-- by a release before `~act` is upgraded: the runs its `active` set lists that
+-- are still running join `~act`, and the set and the `slots` index are dropped.
+local state = KEYS[1]
+if ARGV[1] ~= '' then
+  local stored = tonumber(redis.call('HGET', state, '~keep') or '0')
+  if tonumber(ARGV[1]) > stored then redis.call('HSET', state, '~keep', ARGV[1]) end
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  local act = redis.call('HGET', state, '~act') or ''
+  for _, s in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    local raw = redis.call('HGET', state, s)
+    if raw and decode_state(raw).s == 'running' then act = act_add(act, s) end
+  end
+  redis.call('HSET', state, '~act', act)
+  redis.call('DEL', KEYS[2])
+end
+redis.call('DEL', KEYS[3])
 return 1
 """
 
@@ -472,22 +622,24 @@ return {removed, ''}
 
 
 PRELUDE = _PRELUDE
-"""The helpers every script starts with (``now_ms``, ``put``, ...): for scripts in other modules."""
+"""The helpers every script starts with (``now_ms``, ``int``, ``opt``): for scripts in other modules."""
+STATE_LIB = _STATE
+"""Run state helpers (``encode_state``, ``decode_state``, ``put``, the ``~act`` list): for other modules."""
 LEASE_LIB = _LEASE_LIB
-"""The lease helpers (``add_result``, ``add_claim``, trimming): for scripts in other modules."""
+"""The lease helpers (``add_result``): for scripts in other modules."""
 
 
 def _script(name: str, *parts: str) -> LuaScript:
     return LuaScript(name, "".join(parts))
 
 
-LEASE_CLAIM = _script("claim", _PRELUDE, _LEASE_LIB, _TICK, _CLAIM)
-LEASE_HEARTBEAT = _script("heartbeat", _PRELUDE, _HEARTBEAT)
-LEASE_FINISH = _script("finish", _PRELUDE, _FINISH)
-LEASE_RELEASE = _script("release", _PRELUDE, _LEASE_LIB, _RELEASE)
-LEASE_SAVE = _script("save", _PRELUDE, _LEASE_LIB, _TICK, _SAVE)
-LEASE_ACTIVE = _script("active", _PRELUDE, _ACTIVE)
-LEASE_PREPARE = _script("prepare", _PRELUDE, _PREPARE)
+LEASE_CLAIM = _script("claim", _PRELUDE, _STATE, _LEASE_LIB, _TRIM, _CLAIM)
+LEASE_HEARTBEAT = _script("heartbeat", _PRELUDE, _STATE, _HEARTBEAT)
+LEASE_FINISH = _script("finish", _PRELUDE, _STATE, _FINISH)
+LEASE_RELEASE = _script("release", _PRELUDE, _STATE, _LEASE_LIB, _RELEASE)
+LEASE_SAVE = _script("save", _PRELUDE, _STATE, _LEASE_LIB, _TRIM, _SAVE)
+LEASE_ACTIVE = _script("active", _PRELUDE, _STATE, _ACTIVE)
+LEASE_PREPARE = _script("prepare", _PRELUDE, _STATE, _PREPARE)
 TRIM_STREAM = _script("trim-stream", _PRELUDE, _TRIM_STREAM)
 
 LEASE_SCRIPTS = (

@@ -2,14 +2,15 @@
 
 One script, on the keys of one job: if the failed attempt's token still holds
 the running run and attempts are left, the next attempt starts under the
-same runner with a new token, a new lease (server clock) and a claim record.
+same runner with a new token and a new lease (server clock); the run state is
+its claim record.
 Loaded on first use (``EVALSHA`` reloads it on ``NOSCRIPT``).
 """
 
 from __future__ import annotations
 
 from anarchon_redis._client import LuaScript
-from anarchon_redis._lua import LEASE_LIB, PRELUDE
+from anarchon_redis._lua import LEASE_LIB, PRELUDE, STATE_LIB
 
 __all__ = ["LEASE_RETRY"]
 
@@ -19,7 +20,7 @@ _RETRY = r"""
 local state, runs, slot_s = KEYS[1], KEYS[2], ARGV[1]
 local raw = redis.call('HGET', state, slot_s)
 if not raw then return {'done', 0, '', 0} end
-local r = cjson.decode(raw)
+local r = decode_state(raw)
 if r.s == 'running' and r.x == 0 and r.t == ARGV[3] then return {'won', r.a, r.r, r.l} end
 if r.s ~= 'running' or r.x ~= 0 then return {'done', r.a, r.r, r.l} end
 if r.t ~= ARGV[2] then return {'running', r.a, r.r, r.l} end
@@ -28,9 +29,8 @@ local now = now_ms()
 r.a = r.a + 1
 r.t, r.r, r.l, r.m, r.b, r.x, r.e = ARGV[3], ARGV[4], now + tonumber(ARGV[5]), tonumber(ARGV[6]), now, 0, nil
 put(state, slot_s, r)
-add_claim(runs, slot_s, ARGV[3], ARGV[4], r.a, now)
 return {'won', r.a, r.r, r.l}
 """
 
-LEASE_RETRY = LuaScript("retry", PRELUDE + LEASE_LIB + _RETRY)
+LEASE_RETRY = LuaScript("retry", PRELUDE + STATE_LIB + LEASE_LIB + _RETRY)
 """``RunStore.retry`` of the ``lease`` strategy."""
