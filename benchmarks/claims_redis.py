@@ -202,6 +202,7 @@ async def _raw_side(
             keep,
             "",
             "",
+            0,  # overlap_wait
             BASE_SLOT + i * 1000,  # the claim: slot, token, deadline, profile
             f"{prefix}{i}",
             "",

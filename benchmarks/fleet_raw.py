@@ -232,6 +232,7 @@ class RedisRaw(Raw):
             self.runtime.keep_ms(job),
             "",
             "",
+            0,  # overlap_wait
         ]
 
     def _call(self, part: Sequence[Item]) -> list[Any]:
