@@ -42,6 +42,8 @@ from anarchon.errors import (
 )
 from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
+from anarchon.lease_model import Blocker, decide_claim
+from anarchon.lease_model import LeaseState as ModelState
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
     ActiveRun,
@@ -281,6 +283,21 @@ def _ddl(dialect: SqlDialect, tables: SqlTables) -> list[str]:
         *fleet_ddl(dialect, tables),
         *dialect.extra_tables(tables),
     ]
+
+
+def _lease_state(row: Row) -> ModelState:
+    """A ``run_row`` (attempt, max, token, status, runner, lease, started, released) for the model."""
+    attempt, max_attempts, token, status, runner, lease, started, released = row
+    return ModelState(
+        attempt=int(attempt),
+        token=str(token),
+        runner=str(runner),
+        status=str(status),
+        lease_expires_at=int(lease),
+        max_attempts=int(max_attempts),
+        started_at=int(started),
+        released=bool(released),
+    )
 
 
 def _outcome(row: Row) -> ClaimOutcome:
@@ -1016,118 +1033,82 @@ class SqlBackend(Backend):
         return await client.transaction(fn)
 
     async def _claim_tx(self, tx: SqlClient, c: RunClaim) -> Row:
-        """The claim tree (docs/leases.md) as statements inside one transaction (generic path)."""
+        """The claim tree (docs/leases.md) inside one transaction (generic path).
+
+        The reference model (:func:`anarchon.lease_model.decide_claim`)
+        decides; this writes what it says, in this store's tables.
+        """
         s = self._sql
         await self.dialect.serialize(tx, self.tables.prefix + "job:" + c.job)
         now = int((await tx.all(s.now, ()))[0][0])
-        rows = await tx.all(
-            s.run_row,
-            (
-                c.job,
-                c.slot,
-            ),
-        )
-        if not rows:
-            if c.early_ms is not None and c.slot > now + c.early_ms:
-                return ("early", 0, None, None, None)
-            if c.deadline_ms is not None and now > c.deadline_ms:
-                return ("late", 0, None, None, None)
-            if not c.create:
-                return ("none", 0, None, None, None)
-            if not c.overlap:
-                live = await tx.all(s.live_older, (c.job, c.slot, now))
-                if live:
-                    runner, lease = live[0]
-                    if c.overlap_wait:  # the caller re-checks: nothing is written yet
-                        return ("overlap", 0, runner, lease, None)
-                    await tx.all(
-                        s.insert_run,
-                        (
-                            c.job,
-                            c.slot,
-                            0,
-                            c.max_attempts,
-                            c.token,
-                            "skipped",
-                            c.instance_id,
-                            now,
-                            now,
-                            now,
-                        ),
-                    )
-                    await tx.all(
-                        s.insert_result,
-                        (
-                            c.job,
-                            c.token,
-                            c.slot,
-                            1,
-                            c.instance_id,
-                            "skipped",
-                            "overlap",
-                            now,
-                            now,
-                            None,
-                            0,
-                        ),
-                    )
-                    return ("overlap", 0, runner, lease, c.token)
-            lease = now + c.lease_ms
-            await tx.all(
-                s.insert_run,
-                (
-                    c.job,
-                    c.slot,
-                    1,
-                    c.max_attempts,
-                    c.token,
-                    "running",
-                    c.instance_id,
-                    lease,
-                    now,
-                    None,
-                ),
-            )
-            await tx.all(s.insert_claim, (c.job, c.token, c.slot, 1, c.instance_id, now, 0))
-            return ("won", 1, c.instance_id, lease, c.token)
-        attempt, _max, token, status, runner, lease, started, released = rows[0]
-        attempt, lease, started = int(attempt), int(lease), int(started)
-        released = bool(released)
-        if token == c.token and status == "running" and not released:
-            new_lease = max(lease, now + c.lease_ms)
-            if new_lease != lease:
-                await tx.all(s.extend_lease, (new_lease, c.job, c.slot))
-            return ("won", attempt, runner, new_lease, token)
-        if status != "running" or token == c.token:
-            return ("done", attempt, runner, lease, token)
-        if lease > now:
-            return ("running", attempt, runner, lease, token)
-        if attempt < c.max_attempts:
-            if not released:
+        rows = await tx.all(s.run_row, (c.job, c.slot))
+        prior = _lease_state(rows[0]) if rows else None
+        blocker = None
+        if prior is None and not c.overlap and c.create:
+            live = await tx.all(s.live_older, (c.job, c.slot, now))
+            if live:
+                blocker = Blocker(runner=str(live[0][0]), lease_expires_at=int(live[0][1]))
+        decision = decide_claim(prior, c, now, blocker)
+        state = decision.state
+        if prior is None:
+            if decision.skipped:
                 await tx.all(
-                    s.insert_result,
+                    s.insert_run,
                     (
                         c.job,
-                        token,
                         c.slot,
-                        attempt,
-                        runner,
-                        "interrupted",
-                        "lease_lost",
-                        started,
-                        max(lease, started),
-                        None,
                         0,
+                        c.max_attempts,
+                        c.token,
+                        "skipped",
+                        c.instance_id,
+                        now,
+                        now,
+                        now,
                     ),
                 )
-            new_lease = now + c.lease_ms
+                await self._result_row(
+                    tx, c.job, c.token, c.slot, 1, c.instance_id, "skipped", "overlap", now, now
+                )
+            elif decision.claim_record and state is not None:
+                await tx.all(
+                    s.insert_run,
+                    (
+                        c.job,
+                        c.slot,
+                        1,
+                        c.max_attempts,
+                        c.token,
+                        "running",
+                        c.instance_id,
+                        state.lease_expires_at,
+                        now,
+                        None,
+                    ),
+                )
+                await tx.all(s.insert_claim, (c.job, c.token, c.slot, 1, c.instance_id, now, 0))
+        elif state is not None and decision.claim_record:  # a takeover
+            if decision.interrupted is not None:
+                ended_at = max(decision.interrupted_at or now, prior.started_at)
+                await self._result_row(
+                    tx,
+                    c.job,
+                    prior.token,
+                    c.slot,
+                    prior.attempt,
+                    prior.runner,
+                    "interrupted",
+                    decision.interrupted,
+                    prior.started_at,
+                    ended_at,
+                )
             await tx.all(
                 s.take_over,
                 (
-                    attempt + 1,
+                    state.attempt,
                     c.token,
                     c.instance_id,
-                    new_lease,
+                    state.lease_expires_at,
                     c.max_attempts,
                     now,
                     c.job,
@@ -1135,28 +1116,59 @@ class SqlBackend(Backend):
                 ),
             )
             await tx.all(
-                s.insert_claim, (c.job, c.token, c.slot, attempt + 1, c.instance_id, now, 0)
+                s.insert_claim, (c.job, c.token, c.slot, state.attempt, c.instance_id, now, 0)
             )
-            return ("won", attempt + 1, c.instance_id, new_lease, c.token)
-        if not released:
-            await tx.all(
-                s.insert_result,
-                (
+        elif state is not None and prior.status == "running" and state.status == "interrupted":
+            if decision.interrupted is not None:  # attempts exhausted
+                await self._result_row(
+                    tx,
                     c.job,
-                    token,
+                    prior.token,
                     c.slot,
-                    attempt,
-                    runner,
+                    prior.attempt,
+                    prior.runner,
                     "interrupted",
-                    "attempts_exhausted",
-                    started,
-                    max(now, started),
-                    None,
-                    0,
-                ),
-            )
-        await tx.all(s.end_run, ("interrupted", now, None, c.job, c.slot))
-        return ("done", attempt, runner, lease, token)
+                    decision.interrupted,
+                    prior.started_at,
+                    max(now, prior.started_at),
+                )
+            await tx.all(s.end_run, ("interrupted", now, None, c.job, c.slot))
+        elif state is not None and state.lease_expires_at != prior.lease_expires_at:
+            await tx.all(s.extend_lease, (state.lease_expires_at, c.job, c.slot))
+        out = decision.outcome
+        stored = state.token if state is not None else None
+        return (out.kind, out.attempt, out.runner, out.lease_expires_at, stored)
+
+    async def _result_row(
+        self,
+        tx: SqlClient,
+        job: str,
+        token: str,
+        slot: int,
+        attempt: int,
+        instance_id: str,
+        status: str,
+        reason: str,
+        started_at: int,
+        finished_at: int,
+    ) -> None:
+        """A result row written by the claim tree (``skipped`` or ``interrupted``)."""
+        await tx.all(
+            self._sql.insert_result,
+            (
+                job,
+                token,
+                slot,
+                attempt,
+                instance_id,
+                status,
+                reason,
+                started_at,
+                finished_at,
+                None,
+                0,
+            ),
+        )
 
     async def _release_tx(self, tx: SqlClient, job: str, slot: int, token: str) -> bool:
         s = self._sql
