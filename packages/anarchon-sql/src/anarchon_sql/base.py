@@ -42,7 +42,7 @@ from anarchon.errors import (
 )
 from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
-from anarchon.lease_model import Blocker, decide_claim
+from anarchon.lease_model import Blocker, decide_claim, decide_release
 from anarchon.lease_model import LeaseState as ModelState
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
@@ -1171,35 +1171,43 @@ class SqlBackend(Backend):
         )
 
     async def _release_tx(self, tx: SqlClient, job: str, slot: int, token: str) -> bool:
-        s = self._sql
-        rows = await tx.all(s.release_row, (job, slot, token))
-        if not rows:
+        """A hand-over, decided by :func:`anarchon.lease_model.decide_release` (generic path)."""
+        rows = await tx.all(self._sql.release_row, (job, slot, token))
+        if not rows:  # no run, or another token holds it
             return False
         now, attempt, max_attempts, runner, started, status, released, end_reason = rows[0]
-        if status != "running" or released:
-            return bool(end_reason == "handed_over")
-        now, attempt, started = int(now), int(attempt), int(started)
-        await tx.all(
-            s.insert_result,
-            (
+        now = int(now)
+        prior = ModelState(
+            attempt=int(attempt),
+            token=token,
+            runner=str(runner),
+            status=str(status),
+            lease_expires_at=now,  # not read by the release decision
+            max_attempts=int(max_attempts),
+            started_at=int(started),
+            released=bool(released),
+            end_reason=None if end_reason is None else str(end_reason),
+        )
+        decision = decide_release(prior, token, now)
+        if decision.record:
+            await self._result_row(
+                tx,
                 job,
                 token,
                 slot,
-                attempt,
-                runner,
+                prior.attempt,
+                prior.runner,
                 "interrupted",
                 "handed_over",
-                started,
-                max(now, started),
-                None,
-                0,
-            ),
-        )
-        if attempt >= int(max_attempts):
-            await tx.all(s.end_run, ("interrupted", now, "handed_over", job, slot))
-        else:
-            await tx.all(s.release_lease, (now, job, slot))
-        return True
+                prior.started_at,
+                max(now, prior.started_at),
+            )
+            state = decision.state
+            if state is not None and state.status == "interrupted":
+                await tx.all(self._sql.end_run, ("interrupted", now, "handed_over", job, slot))
+            else:
+                await tx.all(self._sql.release_lease, (now, job, slot))
+        return decision.ok
 
     async def _save_tx(
         self,
