@@ -10,3 +10,4 @@ def report(ctx: RunContext) -> None:
     print(f"report slot={ctx.slot} attempt={ctx.attempt} on {ctx.instance_id}", flush=True)
     if ctx.cancelled.wait_sync(3):
         print(f"report slot={ctx.slot} stopped: {ctx.cancelled.reason}", flush=True)
+        ctx.cancelled.raise_if_set()  # not done: on stop, another instance takes the run over

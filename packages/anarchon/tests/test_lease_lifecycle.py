@@ -232,3 +232,11 @@ async def test_an_unknown_claim_outcome_counts_as_done() -> None:
         assert parts.keeper is not None
         assert parts.keeper._backups == []
     assert ran == []
+
+
+def test_raise_if_set_raises_only_once_set() -> None:
+    signal = CancelSignal()
+    signal.raise_if_set()  # not set: nothing happens
+    signal.set("stop")
+    with pytest.raises(asyncio.CancelledError, match="stop"):
+        signal.raise_if_set()

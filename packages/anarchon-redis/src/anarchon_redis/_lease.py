@@ -182,7 +182,7 @@ class LeaseRuntime(Runtime):
         """Record (in the store) how long this instance needs the job's run state kept.
 
         A job stored by an earlier release (``:active`` and ``:slots`` keys) is
-        upgraded in the same script (docs/backends/redis.md, "Upgrading").
+        upgraded in the same script (docs/backends/redis.md, "Upgrading from anarchon-redis 0.1.0").
         """
         keep = self._keep.get(job)
         conn = await self.ready()

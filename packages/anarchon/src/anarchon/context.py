@@ -76,6 +76,18 @@ class CancelSignal:
             self._waiters.append((loop, future))
         await future
 
+    def raise_if_set(self) -> None:
+        """Raise ``asyncio.CancelledError`` if set: the handler stops without completing its run.
+
+        A handler that returns normally has completed its run, even after a
+        cancellation, and the run is finished with its result; one that ends
+        by raising is not: on ``stop()`` its run is handed over to another
+        instance (docs/leases.md, "Stopping"). A sync handler that stops early
+        calls this (an async handler lets its task's ``CancelledError`` through).
+        """
+        if self._set:
+            raise asyncio.CancelledError(self._reason)
+
     def wait_sync(self, timeout: float | None = None) -> bool:
         """Block the calling thread until set (or ``timeout``); for sync handlers."""
         with _LOCK:
