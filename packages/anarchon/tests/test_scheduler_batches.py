@@ -49,7 +49,10 @@ async def test_due_slots_go_to_the_store_in_chunks(leases: bool) -> None:
     claims = "claim_many" if leases else "plain_claim_many"
     sizes = probe.sizes[claims]
     assert max(sizes) <= CHUNK
-    assert sum(sizes) == sum(ran.values())
+    # Every run was claimed; a claim may be sent again (an ``overlap`` answer
+    # re-checked while an earlier wave's finishes land, docs/leases.md) and a
+    # wave may be claimed as stop() begins and handed over unrun.
+    assert sum(sizes) >= sum(ran.values())
     assert len(sizes) <= 3 * (max(slots_per_job.values()) + 1), sizes
     single = ("claim", "finish", "heartbeat", "plain_claim", "save_result")
     assert not any(probe.calls[name] for name in single), probe.calls
