@@ -63,6 +63,8 @@ class OverlapWait:
         """Each waiting run and the store time by which its last claim goes out."""
         self._task: asyncio.Task[object] | None = None
         self._stopped = False
+        self._now: list[Run] = []
+        """Runs whose last claim goes out at once, sent together on the loop's next turn."""
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -92,18 +94,28 @@ class OverlapWait:
             )
         if self.store_now() + self.interval_ms >= end:
             self._last(run)
-            self.submit([run])
+            # A wave of overlap answers (thousands of jobs due together) goes
+            # back to the claim batcher as one list, not one claim each.
+            if not self._now:
+                asyncio.get_running_loop().call_soon(self._submit_now)
+            self._now.append(run)
             return
         self._waiting[run] = end
         if self._task is None or self._task.done():
             self._task = self.tasks.spawn(self._loop(), "anarchon-overlap-wait")
 
+    def _submit_now(self) -> None:
+        runs, self._now = self._now, []
+        if runs and not self._stopped:
+            self.submit(runs)
+
     def cancel(self) -> None:
         """Stopping: no more re-checks; the waiting slots are left to other instances."""
         self._stopped = True
-        for run in self._waiting:
+        for run in [*self._waiting, *self._now]:
             run.phase = Phase.ENDED
         self._waiting.clear()
+        self._now.clear()
         if self._task is not None:
             self._task.cancel()
 
