@@ -26,10 +26,16 @@ def test_a_one_second_round_trip_link_skips_no_slot_for_a_slow_finish(
             "?table_prefix=slowlink_&pool_size=2"
         )
 
-    result = asyncio.run(check_slow_finish(make, "127.0.0.1", pg_server.port, seconds=14))
-    print(result)
+    # Which instance claims a slot first is a race; on a loaded machine the slow
+    # instance may win no slot whose finish the other must wait for. Every run
+    # must keep the rule; the scenario is tried up to three times until it happens.
+    for _ in range(3):
+        result = asyncio.run(check_slow_finish(make, "127.0.0.1", pg_server.port, seconds=14))
+        print(result)
+        assert result.skipped_overlap == 0, result
+        assert result.duplicates == 0, result
+        assert result.lost == 0, result
+        assert result.slots >= 2, result
+        if result.waits > 0:
+            break
     assert result.waits > 0, f"no claim was answered overlap: the scenario did not happen {result}"
-    assert result.skipped_overlap == 0, result
-    assert result.duplicates == 0, result
-    assert result.lost == 0, result
-    assert result.slots >= 2, result
