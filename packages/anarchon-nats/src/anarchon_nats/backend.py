@@ -25,7 +25,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import nats.errors
@@ -1350,6 +1350,29 @@ class NatsBackend(Backend):
             target = max(target, last)
         if not target:
             return []
+        out: list[tuple[str, bytes]] = []
+        async with self._history_consumer(nc, filter_subject) as (consumer, _pending):
+            await self._pull(nc, consumer, target, out)
+        return out
+
+    async def _read_all_jobs(self, nc: Client) -> list[tuple[str, bytes]]:
+        """Every message under the prefix (each job's claims and results), through one consumer.
+
+        Filtered on ``<prefix>>``: a wildcard per job token makes the server
+        match each message against the stream's subject tree (slow with
+        thousands of jobs); the caller keeps what it asked for.
+        """
+        out: list[tuple[str, bytes]] = []
+        async with self._history_consumer(nc, f"{self.prefix}>") as (consumer, pending):
+            if pending:
+                await self._pull(nc, consumer, 0, out, count=pending)
+        return out
+
+    @contextlib.asynccontextmanager
+    async def _history_consumer(
+        self, nc: Client, filter_subject: str
+    ) -> AsyncIterator[tuple[str, int]]:
+        """A short-lived in-memory consumer on ``filter_subject``: (its name, messages pending)."""
         created = await self._api(
             nc,
             f"CONSUMER.CREATE.{self.stream}",
@@ -1368,50 +1391,13 @@ class NatsBackend(Backend):
             },
         )
         consumer = str(created["name"])
-        out: list[tuple[str, bytes]] = []
         try:
-            await self._pull(nc, consumer, target, out)
+            yield consumer, int(created.get("num_pending") or 0)
         finally:
             try:
                 await self._api(nc, f"CONSUMER.DELETE.{self.stream}.{consumer}")
             except (APIError, BackendUnavailableError) as error:  # it expires by itself
                 log.debug("anarchon: deleting history consumer %s failed: %s", consumer, error)
-        return out
-
-    async def _read_all_jobs(self, nc: Client) -> list[tuple[str, bytes]]:
-        """Every message under the prefix (each job's claims and results), through one consumer."""
-        created = await self._api(
-            nc,
-            f"CONSUMER.CREATE.{self.stream}",
-            {
-                "stream_name": self.stream,
-                "config": {
-                    "deliver_policy": "all",
-                    "ack_policy": "none",
-                    "replay_policy": "instant",
-                    # every subject of ours: a wildcard per job token makes the server
-                    # match each message against the stream's subject tree (slow with
-                    # thousands of jobs); the caller keeps what it asked for
-                    "filter_subject": f"{self.prefix}>",
-                    "inactive_threshold": 30_000_000_000,
-                    "mem_storage": True,
-                    "num_replicas": 1,
-                    "max_waiting": 1,
-                },
-            },
-        )
-        consumer = str(created["name"])
-        pending = int(created.get("num_pending") or 0)
-        out: list[tuple[str, bytes]] = []
-        try:
-            if pending:
-                await self._pull(nc, consumer, 0, out, count=pending)
-        finally:
-            try:
-                await self._api(nc, f"CONSUMER.DELETE.{self.stream}.{consumer}")
-            except (APIError, BackendUnavailableError) as error:  # it expires by itself
-                log.debug("anarchon: deleting history consumer %s failed: %s", consumer, error)
-        return out
 
     async def _last_sequence(self, nc: Client, subject: str) -> int:
         """The stream sequence of the newest message on ``subject`` (0: none), from the leader."""
