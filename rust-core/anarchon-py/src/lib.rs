@@ -192,7 +192,9 @@ impl Timetable {
 
     /// Add or replace a job; its first slot is the latest one in
     /// `[now_ms - lookback_ms, now_ms]`, else the first after `now_ms`.
-    #[pyo3(signature = (job, schedule, jitter_ms, now_ms, lookback_ms = None))]
+    /// Each slot is due `lead_ms` before its fire time (at most a quarter of
+    /// the gap to the slot after it).
+    #[pyo3(signature = (job, schedule, jitter_ms, now_ms, lookback_ms = None, lead_ms = None))]
     fn add(
         &mut self,
         job: &str,
@@ -200,12 +202,20 @@ impl Timetable {
         jitter_ms: &Bound<'_, PyAny>,
         now_ms: &Bound<'_, PyAny>,
         lookback_ms: Option<&Bound<'_, PyAny>>,
+        lead_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let jitter = ms_arg(jitter_ms, "jitter_ms")?;
         let now = ms_arg(now_ms, "now_ms")?;
         let lookback = lookback_ms.map_or(Ok(0), |l| ms_arg(l, "lookback_ms"))?;
-        self.inner
-            .add(job, schedule.get().inner.clone(), jitter, now, lookback);
+        let lead = lead_ms.map_or(Ok(0), |l| ms_arg(l, "lead_ms"))?;
+        self.inner.add(
+            job,
+            schedule.get().inner.clone(),
+            jitter,
+            now,
+            lookback,
+            lead,
+        );
         Ok(())
     }
 
@@ -214,8 +224,8 @@ impl Timetable {
         self.inner.remove(job)
     }
 
-    /// `(job, slot, fire_at)` of every job whose fire time is at or before
-    /// `now_ms`, in fire order; each moves on to its next slot.
+    /// `(job, slot, fire_at)` of every job due by `now_ms` (its fire time
+    /// less its lead), in that order; each moves on to its next slot.
     /// At most `limit` (default 100 000, up to 10 000 000) per call.
     #[pyo3(signature = (now_ms, limit = None))]
     fn due(
@@ -233,7 +243,7 @@ impl Timetable {
             .collect())
     }
 
-    /// The earliest fire time of any job, or None when there are no slots left.
+    /// The earliest time a job is due (fire time less lead), or None when there are no slots left.
     fn next_wakeup(&mut self) -> Option<i64> {
         self.inner.next_wakeup()
     }

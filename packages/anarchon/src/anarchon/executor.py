@@ -74,11 +74,47 @@ class RunExecutor:
             ctx.loop = asyncio.get_running_loop()
         run.ctx = ctx
         self.active[(job.name, run.slot)] = run
+        # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
+        if run.fire_at > self.now_ms():  # claimed ahead: the handler waits for its fire time
+            run.waiting = True
+            run.task = asyncio.get_running_loop().create_task(self._wait_then_execute(run))
+            return
         reason = self.skip_check(job.name, run.slot) if self.skip_check is not None else None
         if reason is None:
             self._started(run, attempt)
-        # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
         run.task = asyncio.get_running_loop().create_task(self._execute(run, reason))
+
+    async def _wait_then_execute(self, run: Run) -> None:
+        """A run claimed ahead: wait for its fire time, then start it (or end it, if cancelled)."""
+        try:
+            await asyncio.sleep(max(0, run.fire_at - self.now_ms()) / 1000)
+        except asyncio.CancelledError:
+            ctx = run.ctx
+            if ctx is None or not ctx.cancelled.is_set():
+                raise
+            task = asyncio.current_task()
+            if task is not None and sys.version_info >= (3, 11):
+                task.uncancel()
+            # Stopped, or the lease was lost, before the handler started: it never runs here.
+            run.waiting = False
+            run.phase = Phase.FINISHING
+            now = self.now_ms()
+            self.on_ended(run, ("cancelled", None, now, now))
+            return
+        run.waiting = False
+        job = run.job
+        reason = self.skip_check(job.name, run.slot) if self.skip_check is not None else None
+        if reason is None:
+            self._started(run, run.attempt)
+        await self._execute(run, reason)
+
+    def hand_over_waiting(self) -> None:
+        """Stopping: runs claimed ahead whose handler has not started are handed over now."""
+        for run in list(self.active.values()):
+            if run.waiting:
+                if run.leased and run.ending is None:
+                    run.ending = Ending.HAND_OVER
+                self.cancel(run, "stop")
 
     def alive(self) -> list[Run]:
         """Runs whose handler still lives (a task not done, or a thread not returned)."""

@@ -62,6 +62,7 @@ class Run:
         "deadline_ms",
         "ending",
         "exception",
+        "fire_at",
         "job",
         "lease_until",
         "leased",
@@ -74,6 +75,7 @@ class Run:
         "timeout_timer",
         "token",
         "wait_overlap",
+        "waiting",
     )
 
     def __init__(self, job: Job, slot: int, token: str, deadline_ms: int, *, leased: bool) -> None:
@@ -104,6 +106,10 @@ class Run:
         """The error the handler raised in the current attempt (for ``retry``)."""
         self.task: asyncio.Task[Any] | None = None
         self.timeout_timer: asyncio.TimerHandle | None = None
+        self.fire_at = 0
+        """Store time before which the handler does not start (a slot claimed ahead), else 0."""
+        self.waiting = False
+        """True while a won run waits for its ``fire_at`` (its handler has not started)."""
         self.abandoned = False
         """Set by ``stop()`` when it stops waiting for a handler that still lives."""
 

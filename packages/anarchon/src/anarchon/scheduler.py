@@ -66,7 +66,7 @@ from anarchon.store_retry import DEFAULT_CALL_TIMEOUT_S, GAVE_UP, StorePolicy
 from anarchon.store_time import StoreTime
 from anarchon.tasks import TaskSet
 from anarchon.types import ClaimInput, RunRecord, StoredResult
-from anarchon.wakeup import WakeUpLoop
+from anarchon.wakeup import DEFAULT_CLAIM_AHEAD_MS, MAX_CLAIM_AHEAD_MS, WakeUpLoop
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -135,6 +135,11 @@ class Scheduler(JobDeclarations):
     scheduler with at least 1,000 jobs calls ``gc.freeze()``, so the cyclic
     garbage collector stops walking the jobs on every burst of slots
     (:mod:`anarchon.gc_tuning`, docs/operations.md "Many jobs in one process").
+    ``claim_ahead`` (lease backends, default 1 s, at most 4 s, 0 turns it off):
+    each slot is claimed this long before its fire time (at most a quarter of
+    the gap to the job's next slot) and its handler starts at the fire time,
+    so thousands of slots due together start on time (docs/operations.md,
+    "Claiming ahead").
 
     >>> scheduler = Scheduler(backend="memory://", instance_id="web-1")
     >>> @scheduler.every("tick", "10s")
@@ -155,6 +160,7 @@ class Scheduler(JobDeclarations):
         fleet_refresh: Duration = DEFAULT_REFRESH_MS / 1000,
         control_cache: Duration = DEFAULT_CONTROL_CACHE_S,
         gc_freeze: bool = True,
+        claim_ahead: Duration = _UNSET,
     ) -> None:
         self._owns_backend = not isinstance(backend, Backend)
         self._url: str | None = (
@@ -168,7 +174,15 @@ class Scheduler(JobDeclarations):
         self.backend: Backend = resolve_backend(backend)
         self._runs: RunStore | None = self.backend.runs
         if self._runs is None:
-            given = [n for n, v in (("lease", lease), ("heartbeat", heartbeat)) if v is not _UNSET]
+            given = [
+                n
+                for n, v in (
+                    ("lease", lease),
+                    ("heartbeat", heartbeat),
+                    ("claim_ahead", claim_ahead),
+                )
+                if v is not _UNSET
+            ]
             if given:
                 raise UnsupportedError(
                     f"scheduler option(s) {', '.join(given)} need a backend with leases;"
@@ -183,6 +197,16 @@ class Scheduler(JobDeclarations):
                 f"heartbeat ({self.heartbeat_ms} ms) must be shorter than lease ({self.lease_ms} ms)"
             )
         self.stop_grace_ms = _config_ms(stop_grace, "stop_grace", allow_zero=True)
+        self.claim_ahead_ms = (
+            (DEFAULT_CLAIM_AHEAD_MS if self._runs is not None else 0)
+            if claim_ahead is _UNSET
+            else _config_ms(claim_ahead, "claim_ahead", allow_zero=True)
+        )
+        """How long before its fire time a slot is claimed (lease backends; docs/operations.md)."""
+        if self.claim_ahead_ms > MAX_CLAIM_AHEAD_MS:
+            raise InvalidConfigError(
+                f"claim_ahead must be at most {MAX_CLAIM_AHEAD_MS} ms, got {self.claim_ahead_ms} ms"
+            )
         self.fleet_refresh_ms = _config_ms(fleet_refresh, "fleet_refresh")
         self.control_cache_ms = _config_ms(control_cache, "control_cache", allow_zero=True)
         if (
@@ -501,6 +525,7 @@ class Scheduler(JobDeclarations):
             submit=self._submitter(claims),
             settle=settle if leased else None,
             before_claims=fleet.refresh_controls,
+            lead_ms=self.claim_ahead_ms,
         )
         claims.events = executor.events = results.events = wakeups.events = self.events
         if keeper is not None:
@@ -609,6 +634,7 @@ class Scheduler(JobDeclarations):
         await self._tasks.cancel_loops("anarchon-scheduler")
         if parts.keeper is not None:
             parts.keeper.drop_backups()
+        parts.executor.hand_over_waiting()
         loop = asyncio.get_running_loop()
         grace_end = loop.time() + self.stop_grace_ms / 1000
         budget_end = grace_end + self.call_timeout_s

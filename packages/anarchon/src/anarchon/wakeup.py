@@ -5,6 +5,8 @@ jitter). Each wake-up takes everything due by store time, drops slots past
 ``max_late``, and submits the rest as one list (the claim batcher cuts it
 into chunks). Slots due within a few ms of each other share one wake-up.
 The store clock is re-read every :data:`~anarchon.store_time.SYNC_INTERVAL_S`.
+On lease backends a slot is taken ``lead_ms`` before its fire time
+(:data:`DEFAULT_CLAIM_AHEAD_MS`) and its handler waits for the fire time.
 """
 
 from __future__ import annotations
@@ -20,7 +22,18 @@ from anarchon.run_state import Run
 from anarchon.store_retry import StorePolicy
 from anarchon.store_time import SYNC_INTERVAL_S, StoreTime
 
-__all__ = ["MAX_DUE_PER_WAKE", "WakeUpLoop"]
+__all__ = ["DEFAULT_CLAIM_AHEAD_MS", "MAX_CLAIM_AHEAD_MS", "MAX_DUE_PER_WAKE", "WakeUpLoop"]
+
+DEFAULT_CLAIM_AHEAD_MS = 1_000
+"""How long before its fire time a slot is claimed on lease backends, by default.
+
+A wave of thousands of slots is claimed while its time approaches, so the
+handlers start at their fire time instead of one claim round after another
+(docs/operations.md, "Claiming ahead"). Each job's lead is at most a quarter
+of the gap to its next slot.
+"""
+MAX_CLAIM_AHEAD_MS = 4_000
+"""The longest ``claim_ahead``: below the store's ``early`` allowance (5 s beyond the jitter)."""
 
 MAX_DUE_PER_WAKE = 10_000
 """Slots taken from the timetable per wake-up (more wait for the next turn of the loop)."""
@@ -50,6 +63,7 @@ class WakeUpLoop:
         submit: Callable[[Sequence[Run]], None],
         settle: Callable[[], Awaitable[None]] | None = None,
         before_claims: Callable[[], Awaitable[None]] | None = None,
+        lead_ms: int = 0,
     ) -> None:
         self.timetable = timetable
         self.jobs = jobs
@@ -63,13 +77,15 @@ class WakeUpLoop:
         """Awaited before taking due slots: lets this instance's earlier runs start and land."""
         self.before_claims = before_claims
         """Awaited once per wake-up with due slots (the fleet-wide controls refresh)."""
+        self.lead_ms = lead_ms
+        """How long before its fire time a slot is claimed (its handler starts at the fire time)."""
         self._wake: asyncio.Future[None] | None = None
 
     def add_job(self, job: Job) -> None:
         """Put a prepared job in the timetable (and claim its catch-up slot, on lease backends)."""
         now = self.store_time.now_ms()
         compiled = job.schedule._compiled
-        self.timetable.add(job.name, compiled, job.jitter_ms, now, job.max_late_ms)
+        self.timetable.add(job.name, compiled, job.jitter_ms, now, job.max_late_ms, self.lead_ms)
         if job.catch_up_ms > job.max_late_ms and self.leases:
             slot = compiled.latest_between(now - job.catch_up_ms, now - job.max_late_ms - 1)
             if slot is not None:
@@ -117,7 +133,12 @@ class WakeUpLoop:
         for job in self.jobs.values():
             if job.name in self.timetable:
                 self.timetable.add(
-                    job.name, job.schedule._compiled, job.jitter_ms, now, job.max_late_ms
+                    job.name,
+                    job.schedule._compiled,
+                    job.jitter_ms,
+                    now,
+                    job.max_late_ms,
+                    self.lead_ms,
                 )
 
     async def run(self) -> None:
@@ -131,7 +152,7 @@ class WakeUpLoop:
                 await self.settle()
             now = store_time.now_ms()
             due: list[Run] = []
-            for name, slot, _fire_at in timetable.due(now, MAX_DUE_PER_WAKE):
+            for name, slot, fire_at in timetable.due(now, MAX_DUE_PER_WAKE):
                 job = jobs.get(name)
                 if job is None:
                     continue
@@ -143,7 +164,10 @@ class WakeUpLoop:
                     )
                     self.events.emit("skipped", now, name, slot, None, zone, reason="late")
                     continue
-                due.append(self.new_run(job, slot, deadline))
+                run = self.new_run(job, slot, deadline)
+                if fire_at > now:  # claimed ahead: the handler starts at fire_at
+                    run.fire_at = fire_at
+                due.append(run)
             if due:
                 if self.before_claims is not None:
                     await self.before_claims()
