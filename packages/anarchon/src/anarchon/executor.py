@@ -3,7 +3,9 @@
 A handler task exists only for a run this instance won. When the handler
 ends, the run moves to ``FINISHING`` and its outcome goes to the result
 batcher (``on_ended``); the run stays in :attr:`RunExecutor.active` until its
-end is stored, so its lease is renewed until the finish lands.
+end is stored, so its lease is renewed until the finish lands. A run claimed
+ahead of its fire time (docs/operations.md, "Claiming ahead") waits without a
+task, in one list per fire time, and is started by one timer.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.tasks import TaskSet
 
-__all__ = ["Outcome", "RunExecutor"]
+__all__ = ["LAUNCH_SLICE", "Outcome", "RunExecutor"]
+
+LAUNCH_SLICE = 500
+"""Runs due at one fire time started per turn of the event loop."""
 
 Outcome = tuple[str, "str | None", int, int]
 """``(status, error, started_at, finished_at)`` of one handler call (store time, ms)."""
@@ -60,6 +65,10 @@ class RunExecutor:
         """``skip_check(job, slot)``: the fleet-wide control's reason to skip a won slot, or None."""
         self.active: dict[tuple[str, int], Run] = {}
         """Runs this instance won, by ``(job, slot)``, until their end is stored."""
+        self._waiting: dict[int, list[Run]] = {}
+        """Runs claimed ahead, by fire time (store ms), until their handlers start."""
+        self._bursts = 0
+        """Fire times whose runs are being started over several turns of the loop."""
 
     def start(self, run: Run, attempt: int, lease_until: float) -> None:
         """Start the handler of a won run (``lease_until``: monotonic end of the new lease)."""
@@ -74,39 +83,55 @@ class RunExecutor:
             ctx.loop = asyncio.get_running_loop()
         run.ctx = ctx
         self.active[(job.name, run.slot)] = run
-        # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
-        if run.fire_at > self.now_ms():  # claimed ahead: the handler waits for its fire time
-            run.waiting = True
-            run.task = asyncio.get_running_loop().create_task(self._wait_then_execute(run))
+        if run.fire_at > self.now_ms():  # claimed ahead: the handler starts at its fire time
+            self._wait(run)
             return
-        reason = self.skip_check(job.name, run.slot) if self.skip_check is not None else None
-        if reason is None:
-            self._started(run, attempt)
-        run.task = asyncio.get_running_loop().create_task(self._execute(run, reason))
+        self._launch(run)
 
-    async def _wait_then_execute(self, run: Run) -> None:
-        """A run claimed ahead: wait for its fire time, then start it (or end it, if cancelled)."""
-        try:
-            await asyncio.sleep(max(0, run.fire_at - self.now_ms()) / 1000)
-        except asyncio.CancelledError:
-            ctx = run.ctx
-            if ctx is None or not ctx.cancelled.is_set():
-                raise
-            task = asyncio.current_task()
-            if task is not None and sys.version_info >= (3, 11):
-                task.uncancel()
-            # Stopped, or the lease was lost, before the handler started: it never runs here.
-            run.waiting = False
-            run.phase = Phase.FINISHING
-            now = self.now_ms()
-            self.on_ended(run, ("cancelled", None, now, now))
-            return
-        run.waiting = False
+    def _launch(self, run: Run) -> None:
         job = run.job
         reason = self.skip_check(job.name, run.slot) if self.skip_check is not None else None
         if reason is None:
             self._started(run, run.attempt)
-        await self._execute(run, reason)
+        # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
+        run.task = asyncio.get_running_loop().create_task(self._execute(run, reason))
+
+    def _wait(self, run: Run) -> None:
+        """Hold a run claimed ahead until its fire time: one timer per fire time, no task yet."""
+        run.waiting = True
+        group = self._waiting.get(run.fire_at)
+        if group is None:
+            group = self._waiting[run.fire_at] = []
+            delay = max(0, run.fire_at - self.now_ms()) / 1000
+            asyncio.get_running_loop().call_later(delay, self._fire, run.fire_at, 0)
+        group.append(run)
+
+    def _fire(self, fire_at: int, first: int) -> None:
+        """Start the runs waiting for ``fire_at``, :data:`LAUNCH_SLICE` per turn of the loop.
+
+        The handlers of one slice start before the next slice is launched, so
+        the first of thousands of runs due together do not wait for the last.
+        """
+        group = self._waiting.get(fire_at)
+        if group is None:
+            return
+        end = first + LAUNCH_SLICE
+        for run in group[first:end]:
+            if run.waiting:
+                run.waiting = False
+                self._launch(run)
+        if end < len(group):
+            if first == 0:
+                self._bursts += 1
+            asyncio.get_running_loop().call_soon(self._fire, fire_at, end)
+        else:
+            if first > 0:
+                self._bursts -= 1
+            del self._waiting[fire_at]
+
+    def launching(self) -> bool:
+        """True while a burst of runs due together is being started (their ends can wait)."""
+        return self._bursts > 0
 
     def hand_over_waiting(self) -> None:
         """Stopping: runs claimed ahead whose handler has not started are handed over now."""
@@ -258,6 +283,12 @@ class RunExecutor:
         if ctx is None:
             return
         ctx.cancelled.set(reason)
+        if run.waiting:  # claimed ahead, not started: it never runs here
+            run.waiting = False
+            run.phase = Phase.FINISHING
+            now = self.now_ms()
+            self.on_ended(run, ("cancelled", None, now, now))
+            return
         if run.phase is Phase.RUNNING and run.task is not None:
             run.task.cancel()
 

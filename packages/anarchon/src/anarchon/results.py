@@ -48,6 +48,7 @@ class ResultBatcher:
         tasks: TaskSet,
         log: logging.Logger,
         on_stored: Callable[[Run], None],
+        busy: Callable[[], bool] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.batches = batches
@@ -56,6 +57,8 @@ class ResultBatcher:
         self.tasks = tasks
         self.log = log
         self.on_stored = on_stored
+        self.busy = busy
+        """True while handlers due now are being started: the timed flush waits for them."""
         self.leases = batches.runs is not None
         self._pending: list[tuple[Run, StoredResult]] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -77,7 +80,14 @@ class ResultBatcher:
         )
         self._pending.append((run, result))
         if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(FINISH_WINDOW_S, self.flush)
+            self._timer = asyncio.get_running_loop().call_later(FINISH_WINDOW_S, self._timed_flush)
+
+    def _timed_flush(self) -> None:
+        busy = self.busy
+        if busy is not None and busy():
+            self._timer = asyncio.get_running_loop().call_later(FINISH_WINDOW_S, self._timed_flush)
+            return
+        self.flush()
 
     def flush(self) -> None:
         """Send everything queued now (one task per chunk)."""

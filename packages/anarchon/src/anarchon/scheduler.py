@@ -455,6 +455,7 @@ class Scheduler(JobDeclarations):
             tasks=tasks,
             log=self.log,
             on_stored=executor.ended,
+            busy=executor.launching,
         )
         keeper: LeaseKeeper | None = None
         claims: ClaimBatcher
