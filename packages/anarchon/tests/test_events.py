@@ -103,8 +103,12 @@ async def test_raising_and_sleeping_callbacks_change_nothing(
     ordered = sorted(counts)
     assert ordered == list(range(ordered[0], ordered[-1] + 200, 200)), "a slot was skipped"
     history = await schedulers[0].history("tick", limit=1000)
-    assert sorted(r.slot for r in history) == ordered
-    assert all(r.status == "ok" for r in history)
+    # A slot claimed ahead (docs/operations.md, "Claiming ahead") as stop() began was handed
+    # over without running: it is recorded so, after every slot that ran.
+    handed = [r for r in history if r.status != "ok"]
+    assert all(r.status == "interrupted" and r.reason == "handed_over" for r in handed), handed
+    assert all(r.slot > ordered[-1] for r in handed), handed
+    assert sorted(r.slot for r in history if r.status == "ok") == ordered
     logged = [r for r in caplog.records if "logged once per callback" in r.getMessage()]
     # each raising callback is logged once per subscription (kind and instance), never again
     messages = Counter(r.getMessage().split(" raised ")[0] for r in logged)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -225,23 +226,43 @@ class Runtime(abc.ABC):
         )
 
 
+_RESULT_JSON = (
+    '{"attempt":%d,"error":%s,"finished_at":%s,"instance_id":%s,"manual":%s,'
+    '"reason":%s,"slot":%d,"started_at":%s,"status":%s,"token":%s}'
+)
+_PLAIN = re.compile(r"[\w.:\-]*\Z", re.ASCII)
+"""Strings JSON writes as they are (no quote, backslash, control or non-ASCII character)."""
+
+
+def _json_str(value: str | None) -> str:
+    if value is None:
+        return "null"
+    if _PLAIN.match(value):
+        return f'"{value}"'
+    return json.dumps(value)
+
+
+def _json_int(value: int | None) -> str:
+    return "null" if value is None else str(int(value))
+
+
 def encode_result(result: StoredResult) -> str:
-    """A result as stored in the ``results`` sorted set (JSON, the same keys as the Lua side)."""
-    return json.dumps(
-        {
-            "slot": int(result.slot),
-            "token": result.token,
-            "instance_id": result.instance_id,
-            "status": result.status,
-            "started_at": result.started_at,
-            "finished_at": result.finished_at,
-            "error": result.error,
-            "attempt": int(result.attempt),
-            "manual": bool(result.manual),
-            "reason": getattr(result, "reason", None),
-        },
-        separators=(",", ":"),
-        sort_keys=True,
+    """A result as stored in the ``results`` sorted set (JSON, the same keys as the Lua side).
+
+    The text ``json.dumps(..., separators=(",", ":"), sort_keys=True)`` writes,
+    built from a template (this runs once per job-slot).
+    """
+    return _RESULT_JSON % (
+        int(result.attempt),
+        _json_str(result.error),
+        _json_int(result.finished_at),
+        _json_str(result.instance_id),
+        "true" if result.manual else "false",
+        _json_str(getattr(result, "reason", None)),
+        int(result.slot),
+        _json_int(result.started_at),
+        _json_str(result.status),
+        _json_str(result.token),
     )
 
 

@@ -52,6 +52,7 @@ class RunExecutor:
         owner_check: Callable[[Run], Awaitable[bool]] | None = None,
         retries: Retries | None = None,
         skip_check: Callable[[str, int], str | None] | None = None,
+        max_wait_ms: int = 0,
     ) -> None:
         self.instance_id = instance_id
         self.now_ms = now_ms
@@ -63,6 +64,9 @@ class RunExecutor:
         self.retries = retries
         self.skip_check = skip_check
         """``skip_check(job, slot)``: the fleet-wide control's reason to skip a won slot, or None."""
+        self.max_wait_ms = max_wait_ms
+        """The longest a won run waits for its fire time (``claim_ahead``): a store clock that
+        stepped back after the claim does not hold a won run for longer."""
         self.active: dict[tuple[str, int], Run] = {}
         """Runs this instance won, by ``(job, slot)``, until their end is stored."""
         self._waiting: dict[int, list[Run]] = {}
@@ -102,7 +106,7 @@ class RunExecutor:
         group = self._waiting.get(run.fire_at)
         if group is None:
             group = self._waiting[run.fire_at] = []
-            delay = max(0, run.fire_at - self.now_ms()) / 1000
+            delay = min(max(0, run.fire_at - self.now_ms()), self.max_wait_ms) / 1000
             asyncio.get_running_loop().call_later(delay, self._fire, run.fire_at, 0)
         group.append(run)
 

@@ -48,6 +48,7 @@ class OverlapWait:
         interval_ms: int,
         call_timeout_ms: int,
         log: logging.Logger,
+        lead_ms: int = 0,
     ) -> None:
         self.submit = submit
         """Claims runs again (the claim batcher's ``submit``)."""
@@ -57,6 +58,8 @@ class OverlapWait:
         self.interval_ms = interval_ms
         self.call_timeout_ms = call_timeout_ms
         self.log = log
+        self.lead_ms = lead_ms
+        """The scheduler's ``claim_ahead``: the next slot is claimed up to this long before it."""
         self.waits = 0
         """How many ``overlap`` answers were re-checked (instead of written ``skipped``)."""
         self._waiting: dict[Run, int] = {}
@@ -70,11 +73,22 @@ class OverlapWait:
         return len(self._waiting)
 
     def end_of(self, run: Run) -> int:
-        """Store time of ``run``'s last claim: its deadline less one call timeout, or the next slot."""
+        """Store time of ``run``'s last claim: its deadline less one call timeout, or the next slot.
+
+        The next slot counts from when it is claimed: up to its lead (a
+        quarter of its gap at most, as the timetable does) before it. A
+        re-check won after the next slot was claimed would run beside it.
+        """
         end = run.deadline_ms - self.call_timeout_ms
-        following = run.job.schedule.next_after(run.slot)
+        schedule = run.job.schedule
+        following = schedule.next_after(run.slot)
         if following is not None:
-            end = min(end, following)
+            lead = 0
+            if self.lead_ms > 0:
+                after = schedule.next_after(following)
+                gap = (after - following) if after is not None else self.lead_ms * 4
+                lead = min(self.lead_ms, gap // 4)
+            end = min(end, following - lead)
         return end
 
     def add(self, run: Run) -> None:

@@ -446,6 +446,7 @@ class Scheduler(JobDeclarations):
             owner_check=self._still_owner if self._runs is not None else None,
             retries=retries.run,
             skip_check=fleet.skip_reason,
+            max_wait_ms=self.claim_ahead_ms,
         )
         results = ResultBatcher(
             instance_id=self.instance_id,
@@ -487,6 +488,7 @@ class Scheduler(JobDeclarations):
                 interval_ms=recheck_interval_ms(self.heartbeat_ms),
                 call_timeout_ms=int(self.call_timeout_s * 1000),
                 log=self.log,
+                lead_ms=self.claim_ahead_ms,
             )
         if self._runs is not None:
             keeper = LeaseKeeper(
