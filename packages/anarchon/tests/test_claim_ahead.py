@@ -49,7 +49,9 @@ async def test_a_slot_is_claimed_ahead_and_its_handler_starts_at_the_fire_time()
     assert started[slot] >= slot
     history = {r.slot: r for r in await backend.history("tick", 20)}
     assert history[slot].status == "ok"
-    assert history[slot].started_at is not None and history[slot].started_at >= slot
+    started_at = history[slot].started_at
+    assert started_at is not None
+    assert started_at >= slot
 
 
 async def test_claim_ahead_zero_claims_at_the_fire_time() -> None:
