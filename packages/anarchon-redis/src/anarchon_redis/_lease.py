@@ -390,6 +390,26 @@ class RedisRunStore(RunStore):
         )
         return answers
 
+    async def finish_and_save_many(
+        self, finishes: Sequence[RunFinish], writes: Sequence[ResultWrite]
+    ) -> list[bool]:
+        """Finish each run and store its result if it finished, one script per chunk."""
+        rt = self._rt
+        conn = await rt.ready()
+
+        def keys(i: int) -> tuple[str, ...]:
+            state, _runs, results = rt.keys(finishes[i].job)
+            return (state, results)
+
+        def args(i: int) -> tuple[Any, ...]:
+            f = finishes[i]
+            return (int(f.slot), f.token, f.status, encode_result(writes[i].result))
+
+        replies = await run_batched(
+            conn, _lua.LEASE_FINISH_SAVE, [f.job for f in finishes], keys, args
+        )
+        return [int(r) == 1 for r in replies]
+
     async def release(self, job: str, slot: int, token: str) -> bool:
         """End ``token``'s lease now (hand-over); on the last attempt mark the run interrupted.
 

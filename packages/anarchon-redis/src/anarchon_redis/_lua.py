@@ -30,7 +30,8 @@ instance asked run state to be kept, ms), ``~ttl`` (when history is next
 checked against ``history_ttl``) and ``~st`` (when run state may next be
 trimmed, once every candidate was still needed). A won claim is one ``HGET``,
 one ``HMGET`` and one ``HSET``, a losing one an ``HGET``; a finish one
-``HMGET`` and one ``HSET``; a result one ``ZADD`` (and one ``HGET`` unless
+``HMGET`` and one ``HSET``; a result one ``ZADD`` (the scheduler sends a
+finish and its result in one ``finish-save`` call) (and one ``HGET`` unless
 the saving instance finished the run). As
 ``~act`` is rewritten whole, a write costs O(runs in progress of the job):
 nothing for the usual one or two, noticeable for a job with thousands.
@@ -57,6 +58,7 @@ __all__ = [
     "LEASE_ACTIVE",
     "LEASE_CLAIM",
     "LEASE_FINISH",
+    "LEASE_FINISH_SAVE",
     "LEASE_HEARTBEAT",
     "LEASE_LIB",
     "LEASE_PREPARE",
@@ -405,9 +407,8 @@ end
 return out
 """
 
-_FINISH = r"""
--- KEYS: per run: state   ARGV: per run: slot, token, status
--- Returns per run 1 if it is now finished by this token (also for a retried finish).
+_FINISH_FN = r"""
+-- finish(): 1 if the run is now finished by this token (also for a retried finish).
 -- One HMGET and one HSET (the state and `~act`). A running state in
 -- encode_state's layout is rewritten with plain string search, others decoded.
 local now = now_ms()
@@ -445,11 +446,31 @@ local function finish(state, slot_s, token, status)
   redis.call('HSET', state, slot_s, new, '~act', act)
   return 1
 end
+"""
 
+_FINISH = r"""
+-- KEYS: per run: state   ARGV: per run: slot, token, status
+-- Returns per run 1 if it is now finished by this token (also for a retried finish).
 local out = {}
 for i = 1, #KEYS do
   local a = (i - 1) * 3
   out[i] = finish(KEYS[i], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3])
+end
+return out
+"""
+
+_FINISH_SAVE = r"""
+-- A finish and its result in one step per run: the result is stored only if
+-- this token finished the run (a retry stores the same member again).
+-- KEYS: per run: state, results   ARGV: per run: slot, token, status, result (JSON)
+-- Returns per run 1 if it is now finished by this token.
+local out = {}
+for i = 1, #KEYS / 2 do
+  local k, a = (i - 1) * 2, (i - 1) * 4
+  local slot_s = ARGV[a + 1]
+  local done = finish(KEYS[k + 1], slot_s, ARGV[a + 2], ARGV[a + 3])
+  if done == 1 then redis.call('ZADD', KEYS[k + 2], slot_s, ARGV[a + 4]) end
+  out[i] = done
 end
 return out
 """
@@ -635,7 +656,8 @@ def _script(name: str, *parts: str) -> LuaScript:
 
 LEASE_CLAIM = _script("claim", _PRELUDE, _STATE, _LEASE_LIB, _TRIM, _CLAIM)
 LEASE_HEARTBEAT = _script("heartbeat", _PRELUDE, _STATE, _HEARTBEAT)
-LEASE_FINISH = _script("finish", _PRELUDE, _STATE, _FINISH)
+LEASE_FINISH = _script("finish", _PRELUDE, _STATE, _FINISH_FN, _FINISH)
+LEASE_FINISH_SAVE = _script("finish-save", _PRELUDE, _STATE, _FINISH_FN, _FINISH_SAVE)
 LEASE_RELEASE = _script("release", _PRELUDE, _STATE, _LEASE_LIB, _RELEASE)
 LEASE_SAVE = _script("save", _PRELUDE, _STATE, _LEASE_LIB, _TRIM, _SAVE)
 LEASE_ACTIVE = _script("active", _PRELUDE, _STATE, _ACTIVE)
@@ -646,6 +668,7 @@ LEASE_SCRIPTS = (
     LEASE_CLAIM,
     LEASE_HEARTBEAT,
     LEASE_FINISH,
+    LEASE_FINISH_SAVE,
     LEASE_RELEASE,
     LEASE_SAVE,
     LEASE_ACTIVE,

@@ -153,6 +153,22 @@ class RunStore(abc.ABC):
             key=job_of,
         )
 
+    async def finish_and_save_many(
+        self, finishes: Sequence[RunFinish], writes: Sequence[ResultWrite]
+    ) -> list[bool] | None:
+        """Finish each run and, for each one finished by its token, store its result, in one step.
+
+        ``writes[i]`` is the result of ``finishes[i]``. Per item this is
+        ``finish()`` followed, if it answered True, by ``Backend.save_result``
+        of ``writes[i]``; each item is atomic on its own (a crash never leaves
+        a finished run without its result), a batch need not be, and a
+        retried batch (same tokens, same results) changes nothing more.
+        Answers per item as ``finish()`` does. Default: None, meaning "not
+        offered": the scheduler calls ``finish_many`` and then
+        ``Backend.save_results`` (docs/extending.md, "Batch members").
+        """
+        return None
+
     # Optional fencing member (docs/leases.md, "Fencing") -----------------
 
     async def still_owner(self, run: RunKey, lease_ms: int) -> bool:

@@ -25,7 +25,7 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qsl, urlsplit
@@ -152,6 +152,8 @@ class MemoryRunStore(RunStore):
         self.clock: NowMs = clock if clock is not None else _WallClock()
         self._lock = threading.Lock()
         self._jobs: dict[str, _JobData] = {}
+        self.save_locked: Callable[[ResultWrite], None] | None = None
+        """Stores one result with the lock held (set by the :class:`MemoryBackend` owning it)."""
 
     # RunStore ---------------------------------------------------------
 
@@ -194,6 +196,22 @@ class MemoryRunStore(RunStore):
             return [
                 self._finish_locked(f.job, f.slot, f.token, f.status, f.error) for f in finishes
             ]
+
+    async def finish_and_save_many(
+        self, finishes: Sequence[RunFinish], writes: Sequence[ResultWrite]
+    ) -> list[bool] | None:
+        """Each finish, and its result if it finished the run, in one locked step."""
+        save = self.save_locked
+        if save is None:
+            return None
+        answers: list[bool] = []
+        with self._lock:
+            for f, w in zip(finishes, writes, strict=True):
+                done = self._finish_locked(f.job, f.slot, f.token, f.status, f.error)
+                if done:
+                    save(w)
+                answers.append(done)
+        return answers
 
     async def release(self, job: str, slot: int, token: str) -> bool:
         """End ``token``'s lease now so a backup takes over at once (hand-over).
@@ -551,6 +569,9 @@ class MemoryBackend(Backend):
 
     def __init__(self, clock: NowMs | None = None, *, leases: bool = True) -> None:
         self._store = MemoryRunStore(clock)
+        self._store.save_locked = lambda w: self._save_locked(
+            w.job, w.result, w.history_size, w.history_ttl_ms
+        )
         self.runs = self._store if leases else None
         self.url: str = "memory://"
         self._declared: dict[tuple[str, str], Declaration] = {}

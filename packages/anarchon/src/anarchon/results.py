@@ -139,6 +139,8 @@ class ResultBatcher:
                 finishing.append((run, result))
         if not finishing:
             return
+        if self.batches.native_finish_saves and await self._finish_and_save(finishing):
+            return
         answers = await self._finish(finishing)
         writes: list[ResultWrite] = []
         stored: list[Run] = []
@@ -158,24 +160,61 @@ class ResultBatcher:
                 )
                 self._finished(run, result)
             else:
-                zone = job_zone(run.job)
-                self.log.info(
-                    "anarchon: %s slot %s attempt %d: lease lost before finish; result not stored",
-                    run.job.name,
-                    slot_iso(run.slot, zone),
-                    run.attempt,
-                    extra=log_extra(run.job.name, run.slot, run.attempt, self.instance_id, zone),
-                )
-                self.events.emit(
-                    "lease_lost",
-                    self.policy.now_ms(),
-                    run.job.name,
-                    run.slot,
-                    run.attempt,
-                    zone,
-                    reason="another instance owns the run now",
-                )
+                self._lost_before_finish(run)
         await self._save(writes)
+
+    async def _finish_and_save(self, finishing: Sequence[tuple[Run, StoredResult]]) -> bool:
+        """Finish and store the results in one call; False: it failed (the caller takes over).
+
+        The two-step path after a failure finishes again with the same tokens
+        (a finished run answers True again) and saves, with its retries.
+        """
+        requests = [
+            RunFinish(run.job.name, run.slot, run.token, result.status, result.error)
+            for run, result in finishing
+        ]
+        writes = [
+            ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
+            for run, result in finishing
+        ]
+        try:
+            answers = await self.policy.bounded(self.batches.finish_and_save_many(requests, writes))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            if self.policy.is_transient(error):
+                self.policy.note_outage(error)
+            return False
+        if answers is None or len(answers) != len(requests):
+            return False
+        if self.policy.outage:
+            self.policy.recovered()
+        for (run, result), ok in zip(finishing, answers):  # noqa: B905 - same length
+            self.on_stored(run)
+            if ok is True:
+                self._finished(run, result)
+            else:
+                self._lost_before_finish(run)
+        return True
+
+    def _lost_before_finish(self, run: Run) -> None:
+        zone = job_zone(run.job)
+        self.log.info(
+            "anarchon: %s slot %s attempt %d: lease lost before finish; result not stored",
+            run.job.name,
+            slot_iso(run.slot, zone),
+            run.attempt,
+            extra=log_extra(run.job.name, run.slot, run.attempt, self.instance_id, zone),
+        )
+        self.events.emit(
+            "lease_lost",
+            self.policy.now_ms(),
+            run.job.name,
+            run.slot,
+            run.attempt,
+            zone,
+            reason="another instance owns the run now",
+        )
 
     async def _finish(
         self, finishing: Sequence[tuple[Run, StoredResult]]

@@ -55,6 +55,9 @@ class StoreBatches:
         self.native_claims = _native(runs, "claim_many", RunStore) if runs else False
         self.native_beats = _native(runs, "heartbeat_many", RunStore) if runs else False
         self.native_finishes = _native(runs, "finish_many", RunStore) if runs else False
+        self.native_finish_saves = (
+            _native(runs, "finish_and_save_many", RunStore) if runs else False
+        )
         self.native_plain_claims = _native(backend, "claim_many", Backend)
         self.native_saves = _native(backend, "save_results", Backend)
         self.native_records = _native(backend, "record_claims", Backend)
@@ -112,6 +115,16 @@ class StoreBatches:
         )
 
     # Claims and history ----------------------------------------------------
+
+    async def finish_and_save_many(
+        self, finishes: Sequence[RunFinish], writes: Sequence[ResultWrite]
+    ) -> list[bool] | None:
+        """``runs.finish_and_save_many`` in one call, or None if the store does not offer it."""
+        runs = self.runs
+        if runs is None or not self.native_finish_saves:
+            return None
+        async with self.policy.gate:
+            return await runs.finish_and_save_many(finishes, writes)
 
     async def plain_claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """``backend.claim_many`` (or single claims under the bound)."""

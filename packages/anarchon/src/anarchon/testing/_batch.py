@@ -280,7 +280,12 @@ async def _lease_state(backend: Backend, runs: RunStore, lj: _LeaseJob) -> list[
 async def check_lease_batches(
     backend: Backend, scenario: Scenario, long_ms: int, short_ms: int
 ) -> None:
-    """The lease property for one scenario: claim_many, heartbeat_many, finish_many."""
+    """The lease property for one scenario: claim_many, heartbeat_many, finish_many.
+
+    A store that offers ``finish_and_save_many`` answers the finishes through
+    it, compared with ``finish()`` followed by ``save_result()`` of the
+    finished items one by one.
+    """
     runs = backend.runs
     assert runs is not None, f"{type(backend).__name__} has no `runs`"
     now = await runs.now_ms()
@@ -342,14 +347,30 @@ async def check_lease_batches(
         if save
         for who in ("own", "holder")
     ]
+
+    def result_of(f: RunFinish) -> ResultWrite:
+        return ResultWrite(
+            f.job,
+            StoredResult(f.slot, f.token, "finisher", f.status, f.slot, f.slot + 1, f.error, 1),
+        )
+
     for n in range(2):
-        what = "finish_many" if n == 0 else "finish_many retried with the same tokens"
-        singles = finishes(single)
+        singles, together = finishes(single), finishes(batch)
+        combined = await runs.finish_and_save_many(together, [result_of(f) for f in together])
+        name = "finish_many" if combined is None else "finish_and_save_many"
+        what = name if n == 0 else f"{name} retried with the same tokens"
         done = [await runs.finish(f.job, f.slot, f.token, f.status, f.error) for f in singles]
-        done_together = list(await runs.finish_many(finishes(batch)))
+        if combined is None:
+            done_together = list(await runs.finish_many(together))
+        else:
+            done_together = list(combined)
+            for f, ok in zip(singles, done, strict=True):
+                if ok:
+                    w = result_of(f)
+                    await backend.save_result(w.job, w.result, w.history_size, w.history_ttl_ms)
         _compare(what, scenario, fin_labels, done, done_together)
     _compare(
-        "state after finish_many",
+        "state after the finishes",
         scenario,
         ["active runs", "history"],
         await _lease_state(backend, runs, single),
