@@ -116,7 +116,7 @@ class LeaseThread:
                 now = time.monotonic()
                 self._watch_loop(now)
                 if now >= next_beat:
-                    held = self._held(now)
+                    held = [r for r in self._held(now) if r.needs_renewal(now, self.interval_s)]
                     next_beat = now + self.interval_s
                     if held and not await self._beat(held):
                         next_beat = time.monotonic() + self.interval_s / 4

@@ -168,7 +168,8 @@ class LeaseKeeper:
                 if now >= run.lease_until:
                     self.lose(run, self._expired_why(late))
                     continue
-                held.append(run)
+                if run.needs_renewal(now, self.interval):
+                    held.append(run)
                 wake = min(wake, run.lease_until)
             if self.thread is not None:
                 held = []  # renewed by the lease thread

@@ -127,5 +127,15 @@ class Run:
             and self.ending is not Ending.LEASE_LOST
         )
 
+    def needs_renewal(self, now: float, interval_s: float) -> bool:
+        """True if this heartbeat tick must renew the lease (monotonic ``now``).
+
+        A lease still good for two more intervals is skipped: it will be
+        renewed at the next tick, whose call ends within one interval (the
+        call timeout). So a wave of fresh leases (runs claimed ahead) costs
+        no renewal until they are one interval old.
+        """
+        return self.lease_until - now <= 2 * interval_s
+
     def __repr__(self) -> str:
         return f"Run({self.job.name!r}, {self.slot}, {self.phase.value}, attempt={self.attempt})"
