@@ -1,14 +1,15 @@
 """What one lease job-slot costs the Redis server, step by step (claim, losing claims, finish, result).
 
     uv run --frozen --no-sync python benchmarks/redis_job_slot.py [--jobs 2000] [--rounds 4]
-                                                                   [--instances 1] [--kind redis]
+                                                [--instances 1] [--kind redis] [--two-step]
 
 Starts a throw-away server (``redis_servers.start_server``), prepares
 ``--jobs`` jobs, then for each round claims one new slot of every job in one
 ``runs.claim_many`` (the winning instance), claims it again from
 ``--instances - 1`` other instances (each answered ``running``: what a
-fleet's losers cost), finishes every run (``runs.finish_many``) and stores
-every result (``save_results``). Before each step ``CONFIG RESETSTAT``;
+fleet's losers cost), then finishes every run and stores its result in one
+``runs.finish_and_save_many`` (what the scheduler sends; ``--two-step``:
+``runs.finish_many`` then ``save_results``, as before it existed). Before each step ``CONFIG RESETSTAT``;
 after it ``INFO commandstats`` and ``INFO cpu``. Printed per step and per
 job-slot: the server's CPU (``used_cpu_user + used_cpu_sys``, networking
 included) and each command's calls and ``usec`` (``evalsha`` includes the
@@ -64,7 +65,7 @@ def _claims(jobs: list[str], slot: int, tag: str, instance: str) -> list[RunClai
     ]
 
 
-async def measure(kind: str, jobs: int, rounds: int, instances: int) -> None:
+async def measure(kind: str, jobs: int, rounds: int, instances: int, two_step: bool) -> None:
     """Run the rounds on a fresh server and print the per-step table."""
     server = start_server(kind)
     try:
@@ -103,6 +104,21 @@ async def measure(kind: str, jobs: int, rounds: int, instances: int) -> None:
                 if not all(done):
                     raise AssertionError("a finish was refused")
 
+            async def finish_and_save(won: list[RunClaim] = won) -> None:
+                done = await runs.finish_and_save_many(
+                    [RunFinish(c.job, c.slot, c.token, "ok") for c in won],
+                    [
+                        ResultWrite(
+                            c.job,
+                            StoredResult(c.slot, c.token, "winner", "ok", c.slot, c.slot + 1),
+                            HISTORY_SIZE,
+                        )
+                        for c in won
+                    ],
+                )
+                if done is None or not all(done):
+                    raise AssertionError("a finish was refused")
+
             async def save(won: list[RunClaim] = won) -> None:
                 await backend.save_results(
                     [
@@ -118,7 +134,10 @@ async def measure(kind: str, jobs: int, rounds: int, instances: int) -> None:
             plan: list[tuple[str, Callable[[], Awaitable[None]]]] = [("claim", claim)]
             if instances > 1:
                 plan.append((f"{instances - 1} losing claims", lose))
-            plan += [("finish", finish), ("result", save)]
+            if two_step:
+                plan += [("finish", finish), ("result", save)]
+            else:
+                plan.append(("finish + result", finish_and_save))
             for name, step in plan:
                 await admin.config_resetstat()
                 cpu0 = await _cpu(admin)
@@ -161,8 +180,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--instances", type=int, default=1, help="claims per job-slot (1 wins)")
     parser.add_argument("--kind", choices=("redis", "valkey"), default="redis")
+    parser.add_argument(
+        "--two-step", action="store_true", help="finish_many, then save_results (the old path)"
+    )
     args = parser.parse_args()
-    asyncio.run(measure(args.kind, args.jobs, args.rounds, args.instances))
+    asyncio.run(measure(args.kind, args.jobs, args.rounds, args.instances, args.two_step))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,14 @@ process, when its first ``start()`` has prepared the jobs, unless it was
 created with ``gc_freeze=False``. The cost: garbage cycles made only of
 objects that were alive at that moment are never freed (they are the
 process's long-lived objects: modules, jobs, configuration).
+
+It also raises the youngest generation's threshold to
+:data:`YOUNG_THRESHOLD` allocations (if it was lower): a wave of 10,000
+slots allocates about 100,000 container objects, and at CPython's default
+of 700 each wave ran hundreds of young collections that promote the wave's
+objects and trigger the older ones (15 to 30 µs of client CPU per job-slot
+on Redis and SQLite, benchmarks/README.md). The older generations keep
+their thresholds.
 """
 
 from __future__ import annotations
@@ -24,16 +32,20 @@ from __future__ import annotations
 import gc
 import logging
 
-__all__ = ["FREEZE_MIN_JOBS", "freeze_once"]
+__all__ = ["FREEZE_MIN_JOBS", "YOUNG_THRESHOLD", "freeze_once"]
 
 FREEZE_MIN_JOBS = 1_000
 """Schedulers with fewer jobs leave the collector alone (its cost per slot is small for them)."""
+
+YOUNG_THRESHOLD = 50_000
+"""The youngest generation's threshold set with the freeze (allocations less deallocations)."""
 
 _frozen = False
 
 
 def freeze_once(jobs: int, log: logging.Logger) -> bool:
-    """``gc.collect()`` then ``gc.freeze()``, once per process, for ``jobs >= FREEZE_MIN_JOBS``.
+    """``gc.collect()``, ``gc.freeze()`` and a young threshold of at least
+    :data:`YOUNG_THRESHOLD`, once per process, for ``jobs >= FREEZE_MIN_JOBS``.
 
     Returns True if this call froze the objects alive now.
     """
@@ -43,6 +55,9 @@ def freeze_once(jobs: int, log: logging.Logger) -> bool:
     _frozen = True
     gc.collect()
     gc.freeze()
+    young, middle, old = gc.get_threshold()
+    if young < YOUNG_THRESHOLD:
+        gc.set_threshold(YOUNG_THRESHOLD, middle, old)
     log.debug(
         "anarchon: %d object(s) moved to the collector's permanent generation",
         gc.get_freeze_count(),
