@@ -17,8 +17,8 @@ from anarchon import MemoryBackend, RunContext, Scheduler
 from anarchon.fingerprints import describe_schedule, parse_schedule
 from anarchon.fleet_types import JobControl
 from anarchon.jobs import Job
-from anarchon.testing import FakeClock
 from anarchon.schedules import Cron, Every
+from anarchon.testing import FakeClock
 from plain_backend import PlainBackend
 
 PERIOD = "200ms"
@@ -215,13 +215,13 @@ def _fake_pair(
     async def tick(ctx: RunContext) -> None:
         seen.append(ctx)
 
-    options: dict[str, object] = {"max_late": "500ms"}
-    if catch_up is not None:
-        options["catch_up"] = catch_up
     schedulers = []
     for k in range(n):
         s = Scheduler(backend, clock=clock, instance_id=f"f{k}", control_cache=0)
-        s.every("tick", every, tick, **options)  # type: ignore[arg-type]
+        if catch_up is None:
+            s.every("tick", every, tick, max_late="500ms")
+        else:
+            s.every("tick", every, tick, max_late="500ms", catch_up=catch_up)
         schedulers.append(s)
     return clock, schedulers, seen
 
@@ -307,7 +307,6 @@ async def test_catch_up_runs_once_across_instances_and_not_again_on_a_late_start
         await b.run_due()
         clock.advance_to(_T0 + 4_900)
         await late.run_due()  # started after the resume, within the window: done
-        second_resume = None
         clock.advance_to(_T0 + 5_000)
         await a.run_due()
         await a.pause("tick")
@@ -322,13 +321,46 @@ async def test_catch_up_runs_once_across_instances_and_not_again_on_a_late_start
         for s in (a, b, late):
             await s.stop()
     assert control.resumed_at is not None
-    assert second_resume is not None and second_resume.resumed_at == _T0 + 6_300
+    assert second_resume.resumed_at == _T0 + 6_300
     assert second_resume.paused_at == _T0 + 5_000
     catch_ups = [(c.slot, c.catch_up_of) for c in seen if c.catch_up_of is not None]
     assert catch_ups == [(_T0 + 4_600, _T0 + 4_000), (_T0 + 6_300, _T0 + 6_000)]
     assert [r.slot for r in first] in ([], [_T0 + 4_600])  # b may have run it first
     assert Counter(c.slot for c in seen)[_T0 + 4_600] == 1
     assert Counter(r.slot for r in history)[_T0 + 4_600] == 1
+
+
+async def test_no_catch_up_when_the_paused_slot_ran_after_all() -> None:
+    clock = FakeClock(_T0 + 100)
+    backend = MemoryBackend(clock=clock)
+    seen: list[RunContext] = []
+
+    async def tick(ctx: RunContext) -> None:
+        seen.append(ctx)
+
+    stale = Scheduler(backend, clock=clock, instance_id="stale", control_cache="1h")
+    fresh = Scheduler(backend, clock=clock, instance_id="fresh", control_cache=0)
+    for s in (stale, fresh):
+        s.every("tick", "1s", tick, max_late="500ms", catch_up="10s")
+    try:
+        await stale.run_due()  # reads the controls now, and keeps them for an hour
+        await fresh.run_due()
+        clock.advance_to(_T0 + 1_100)
+        await fresh.pause("tick")
+        clock.advance_to(_T0 + 2_000)
+        ran = await stale.run_due()  # its cached controls say "not paused"
+        assert [(r.slot, r.status) for r in ran] == [(_T0 + 2_000, "ok")]
+        clock.advance_to(_T0 + 2_500)
+        control = await fresh.resume("tick")
+        assert (control.paused_at, control.resumed_at) == (_T0 + 1_100, _T0 + 2_500)
+        records = await fresh.run_due()  # the newest paused slot ran: nothing to catch up
+        history = await fresh.history("tick", limit=100)
+    finally:
+        for s in (stale, fresh):
+            await s.stop()
+    assert _T0 + 2_500 not in {r.slot for r in records}
+    assert _T0 + 2_500 not in {r.slot for r in history}
+    assert all(c.catch_up_of is None for c in seen)
 
 
 async def test_catch_up_in_real_time_two_schedulers_and_a_late_starter() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from anarchon.backend import Backend
 from anarchon.clock import Clock
@@ -66,7 +66,7 @@ class FleetSync:
         self.registry = True
         self.controls_supported = True
         self._controls: dict[str, JobControl] = {}
-        self.on_controls: Callable[[dict[str, JobControl]], None] | None = None
+        self.on_controls: Callable[[dict[str, JobControl]], Awaitable[None]] | None = None
         """Called with every successful read of the controls (the resume catch-up)."""
         self._controls_read_at: float | None = None
         self._drift_seen: set[tuple[str, frozenset[str]]] = set()
@@ -168,7 +168,7 @@ class FleetSync:
         else:
             self._controls = controls
             if self.on_controls is not None:
-                self.on_controls(controls)
+                await self.on_controls(controls)
 
     def skip_reason(self, job: str, slot: int) -> str | None:
         """Why the controls skip ``(job, slot)``, or None to run it."""

@@ -9,19 +9,22 @@ the store), so the claim tree elects one instance and every later claim
 answers ``done``: no flood, no double run, and no change to the stores.
 
 :class:`ResumeCatchUp` sees every read of the controls (``FleetSync``) and
-submits that run once per ``resumed_at``; an instance started after the
-resume does the same while the run's deadline lasts.
+submits that run once per ``resumed_at``, unless the job's history shows that
+the paused slot ran after all; an instance started after the resume does the
+same while the run's deadline lasts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from anarchon.events import job_zone, log_extra, slot_iso
 from anarchon.fleet_types import JobControl
 from anarchon.jobs import Job
 from anarchon.run_state import Run
+from anarchon.types import RunRecord
 
 __all__ = ["ResumeCatchUp", "log_catch_up", "resume_catch_up"]
 
@@ -63,8 +66,17 @@ def log_catch_up(log: logging.Logger, run: Run, instance_id: str) -> None:
     )
 
 
+_HISTORY_LIMIT = 100
+"""Records read to find the paused slot's (the slot is a few periods back when it is read)."""
+
+
 class ResumeCatchUp:
-    """Submits the catch-up run of each resume of a declared job, once per ``resumed_at``."""
+    """Submits the catch-up run of each resume of a declared job, once per ``resumed_at``.
+
+    Before claiming, one history read checks that the paused slot did not run
+    after all (an instance whose cached controls were stale ran it just after
+    the pause or just before the resume): then nothing is caught up.
+    """
 
     def __init__(
         self,
@@ -72,6 +84,7 @@ class ResumeCatchUp:
         jobs: Mapping[str, Job],
         scheduled: Callable[[str], bool],
         now_ms: Callable[[], int],
+        history: Callable[[str, int], Awaitable[list[RunRecord]]],
         new_run: Callable[[Job, int, int], Run],
         submit: Callable[[Sequence[Run]], None],
         log: logging.Logger,
@@ -80,15 +93,17 @@ class ResumeCatchUp:
         self.scheduled = scheduled
         """True once a job is prepared and in the timetable (its claims may be sent)."""
         self.now_ms = now_ms
+        self.history = history
         self.new_run = new_run
         self.submit = submit
         self.log = log
         self.watching = False
-        """True while a declared job that would catch up is paused: controls are polled."""
+        """True while a declared job that would catch up is paused, or its paused slot's
+        record is not final yet: the controls are polled (see ``WakeUpLoop.watch``)."""
         self._acted: dict[str, int] = {}
         """The ``resumed_at`` already acted on, by job."""
 
-    def check(self, controls: Mapping[str, JobControl]) -> None:
+    async def check(self, controls: Mapping[str, JobControl]) -> None:
         """Look at freshly read controls: submit the catch-up of each resume not acted on yet."""
         watching = False
         runs: list[Run] = []
@@ -104,22 +119,40 @@ class ResumeCatchUp:
                 continue
             if not self.scheduled(name):  # not prepared yet: looked at again on a later read
                 continue
-            self._acted[name] = resumed_at
             found = resume_catch_up(job, control)
-            if found is None:
+            if found is None or self.now_ms() > found[1]:
+                self._acted[name] = resumed_at
                 continue
             paused_slot, deadline = found
-            if self.now_ms() > deadline:
+            missed = await self._missed(name, paused_slot)
+            if missed is None:  # not final yet, or the read failed: on the next read
+                watching = True
+                continue
+            self._acted[name] = resumed_at
+            if not missed:
+                self.log.debug(
+                    "anarchon: %s: paused slot %s ran after all, no catch-up", name, paused_slot
+                )
                 continue
             run = self.new_run(job, resumed_at, deadline)
             run.catch_up_of = paused_slot
             runs.append(run)
-            self.log.debug(
-                "anarchon: %s: claiming the catch-up of paused slot %s at slot %s",
-                name,
-                paused_slot,
-                resumed_at,
-            )
         self.watching = watching
         if runs:
             self.submit(runs)
+
+    async def _missed(self, job: str, slot: int) -> bool | None:
+        """Whether ``slot`` was skipped as paused (or never claimed); None: not known yet."""
+        try:
+            records = await self.history(job, _HISTORY_LIMIT)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.log.debug(
+                "anarchon: %s: reading the history for the catch-up failed: %s", job, error
+            )
+            return None
+        mine = [r for r in records if r.slot == slot and not r.manual]
+        if any(r.status == "running" for r in mine):
+            return None  # its winner is still recording it (a skip is written after the claim)
+        return all(r.status == "skipped" and r.reason == "paused" for r in mine)

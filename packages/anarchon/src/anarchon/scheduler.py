@@ -508,6 +508,7 @@ class Scheduler(JobDeclarations):
                 jobs=self._jobs,
                 scheduled=lambda name: name in timetable,
                 now_ms=self._time.now_ms,
+                history=self.backend.history,
                 new_run=wakeups.new_run,
                 submit=wakeups.submit,
                 log=self.log,
