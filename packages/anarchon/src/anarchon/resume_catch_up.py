@@ -73,9 +73,11 @@ _HISTORY_LIMIT = 100
 class ResumeCatchUp:
     """Submits the catch-up run of each resume of a declared job, once per ``resumed_at``.
 
-    Before claiming, one history read checks that the paused slot did not run
-    after all (an instance whose cached controls were stale ran it just after
-    the pause or just before the resume): then nothing is caught up.
+    Before claiming, a history read checks that the paused slot was recorded
+    ``skipped``/``paused`` (or never claimed within its ``max_late``): if it
+    ran after all (an instance whose cached controls were stale ran it just
+    after the pause or just before the resume), nothing is caught up. A slot
+    whose record is not final yet is looked at again on the next read.
     """
 
     def __init__(
@@ -124,7 +126,7 @@ class ResumeCatchUp:
                 self._acted[name] = resumed_at
                 continue
             paused_slot, deadline = found
-            missed = await self._missed(name, paused_slot)
+            missed = await self._missed(name, paused_slot, paused_slot + job.max_late_ms)
             if missed is None:  # not final yet, or the read failed: on the next read
                 watching = True
                 continue
@@ -141,8 +143,14 @@ class ResumeCatchUp:
         if runs:
             self.submit(runs)
 
-    async def _missed(self, job: str, slot: int) -> bool | None:
-        """Whether ``slot`` was skipped as paused (or never claimed); None: not known yet."""
+    async def _missed(self, job: str, slot: int, claimable_until: int) -> bool | None:
+        """Whether ``slot`` was skipped as paused (or never claimed); None: not known yet.
+
+        A slot without a record may still be claimed as usual until
+        ``claimable_until`` (its ``max_late``): it is not known yet until then.
+        A slot older than every record read is not caught up (an instance
+        started long after the resume cannot tell whether it ran).
+        """
         try:
             records = await self.history(job, _HISTORY_LIMIT)
         except asyncio.CancelledError:
@@ -153,6 +161,12 @@ class ResumeCatchUp:
             )
             return None
         mine = [r for r in records if r.slot == slot and not r.manual]
+        if not mine:
+            if records and min(r.slot for r in records) > slot:
+                return False  # too far back to tell: the instances running then decided
+            if self.now_ms() <= claimable_until:
+                return None  # not claimed yet: it may still run as usual
+            return True
         if any(r.status == "running" for r in mine):
             return None  # its winner is still recording it (a skip is written after the claim)
         return all(r.status == "skipped" and r.reason == "paused" for r in mine)
