@@ -172,9 +172,15 @@ def _scenario(
     assert sorted(rows[drifted]["drift"].values()) == [1, 1]
 
     # pause: no slot after the moment the command returned runs, on either worker.
-    assert _cli(url, "pause", job)["paused"] is True
+    called = _now_ms()
+    paused = _cli(url, "pause", job)
+    assert paused["paused"] is True
     paused_at = _now_ms()
     time.sleep(3.5 * PERIOD_MS / 1000)
+    # Aim the resume's store time at mid-period (the CLI reads it about as long after
+    # its start as the pause did), so the slot before it was surely read as paused.
+    lag = min(max(paused["paused_at"] - called, 0), PERIOD_MS)
+    time.sleep(((PERIOD_MS // 2 - lag - _now_ms()) % PERIOD_MS) / 1000)
     late = [r for r in _runs(outs, job) if r["slot"] > paused_at]
     assert late == [], f"runs after pause: {late}"
 
