@@ -442,3 +442,34 @@ def test_resume_catch_up_rule() -> None:
     assert resume_catch_up(job("1s", catch_up="10s", max_late="1s"), no_pause) is None
     on_slot = JobControl("j", paused_at=10_000, resumed_at=14_000)  # resumed_at is excluded
     assert resume_catch_up(job("1s", catch_up="10s", max_late="1s"), on_slot) == (13_000, 23_000)
+
+
+async def test_a_paused_catch_up_job_polls_the_controls_until_it_is_resumed() -> None:
+    """No slot falls due for an hour: the controls are still read about once a second."""
+    reads: list[float] = []
+
+    class CountingReads(MemoryBackend):
+        async def controls(self) -> dict[str, JobControl]:
+            reads.append(time.monotonic())
+            return await super().controls()
+
+    async def noop(ctx: RunContext) -> None:
+        return None
+
+    s = Scheduler(CountingReads(), instance_id="p", control_cache=0, fleet_refresh="1h")
+    s.every("hourly", "1h", noop, catch_up="2h", max_late="1m")
+    await s.pause("hourly")
+    await s.start()  # reads the controls: paused
+    try:
+        first = len(reads)
+        await asyncio.sleep(2.0)
+        polled = len(reads) - first
+        await s.resume("hourly")
+        await asyncio.sleep(2.0)  # one more read sees the resume, then the polling stops
+        settled = len(reads)
+        await asyncio.sleep(1.5)
+        after = len(reads) - settled
+    finally:
+        await s.stop()
+    assert polled >= 1, "no controls read while paused and idle"
+    assert after == 0, f"{after} reads after the resume was seen"
