@@ -14,6 +14,7 @@ from collections import Counter
 
 import pytest
 from anarchon import MemoryBackend, RunContext, Scheduler
+from anarchon.errors import InvalidJobError
 from anarchon.fingerprints import describe_schedule, parse_schedule
 from anarchon.fleet_types import JobControl
 from anarchon.jobs import Job
@@ -441,6 +442,10 @@ def test_resume_catch_up_rule() -> None:
     no_pause = JobControl("j", resumed_at=14_600)  # stored before paused_at existed
     assert resume_catch_up(job("1s", catch_up="10s", max_late="1s"), no_pause) is None
     on_slot = JobControl("j", paused_at=10_000, resumed_at=14_000)  # resumed_at is excluded
+    with pytest.raises(InvalidJobError):  # ResumeCatchUp logs it and catches nothing up
+        resume_catch_up(
+            job("1s", catch_up="10s", max_late="1s"), JobControl("j", paused_at=0, resumed_at=2**70)
+        )
     assert resume_catch_up(job("1s", catch_up="10s", max_late="1s"), on_slot) == (13_000, 23_000)
 
 
@@ -473,3 +478,43 @@ async def test_a_paused_catch_up_job_polls_the_controls_until_it_is_resumed() ->
         await s.stop()
     assert polled >= 1, "no controls read while paused and idle"
     assert after == 0, f"{after} reads after the resume was seen"
+
+
+async def test_resume_catch_up_acts_once_per_resume_and_waits_for_a_final_record() -> None:
+    from anarchon.jobs import build_job
+    from anarchon.resume_catch_up import ResumeCatchUp
+    from anarchon.run_state import Run
+    from anarchon.types import RunRecord
+
+    job = build_job(
+        "j", Every("1s"), lambda ctx: None, {"catch_up": "10s", "max_late": "1s"}, leases=True
+    )
+    records: list[RunRecord] = []
+    submitted: list[Run] = []
+
+    async def history(name: str, limit: int) -> list[RunRecord]:
+        return list(records)
+
+    catch_up = ResumeCatchUp(
+        jobs={"j": job},
+        scheduled=lambda name: True,
+        now_ms=lambda: 14_700,
+        history=history,
+        new_run=lambda j, slot, deadline: Run(j, slot, "t", deadline, leased=True),
+        submit=submitted.extend,
+        log=logging.getLogger("anarchon.test"),
+    )
+    await catch_up.check({"j": JobControl("j", paused=True, paused_at=10_100)})
+    assert catch_up.watching
+    resumed = {"j": JobControl("j", paused_at=10_100, resumed_at=14_600)}
+    records.append(RunRecord("j", 14_000, "i", "running"))  # its skip is not written yet
+    await catch_up.check(resumed)
+    assert (submitted, catch_up.watching) == ([], True)
+    records[0] = RunRecord("j", 14_000, "i", "skipped", "paused")
+    await catch_up.check(resumed)
+    await catch_up.check(resumed)  # the same resume again: nothing more
+    assert [(r.slot, r.catch_up_of, r.deadline_ms) for r in submitted] == [(14_600, 14_000, 24_000)]
+    assert not catch_up.watching
+    bad = {"j": JobControl("j", paused_at=0, resumed_at=2**70)}
+    await catch_up.check(bad)  # logged, nothing submitted, never raised into the wake-up loop
+    assert len(submitted) == 1

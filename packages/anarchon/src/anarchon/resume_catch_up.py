@@ -20,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from anarchon.errors import AnarchonError
 from anarchon.events import job_zone, log_extra, slot_iso
 from anarchon.fleet_types import JobControl
 from anarchon.jobs import Job
@@ -121,7 +122,11 @@ class ResumeCatchUp:
                 continue
             if not self.scheduled(name):  # not prepared yet: looked at again on a later read
                 continue
-            found = resume_catch_up(job, control)
+            try:
+                found = resume_catch_up(job, control)
+            except AnarchonError as error:  # stored times out of any schedule's range
+                self.log.warning("anarchon: %s: no catch-up for resume: %s", name, error)
+                found = None
             if found is None or self.now_ms() > found[1]:
                 self._acted[name] = resumed_at
                 continue
