@@ -9,7 +9,9 @@ base64 of the UTF-8 name, so any job or instance id is one subject token:
   ``seen_at + ttl``. Only the newest message of a subject counts; ``declare``
   purges the subjects of expired entries.
 - ``<prefix>_fleet.c.<b64 job>``: a job's control, JSON ``{"job", "p": 0|1,
-  "u": skip_until, "by": updated_by}``; ``updated_at`` is the stored time.
+  "u": skip_until, "by": updated_by, "pa": paused_at, "ra": resumed_at}``;
+  ``updated_at`` is the stored time (``pa``/``ra`` may be missing: a control
+  stored before they existed).
 
 Job subjects are ``<prefix><job>.claims`` (two tokens), so these (three and
 four tokens under ``_fleet``) never collide with a job's. A message on them
@@ -74,7 +76,16 @@ def declaration_payload(d: Declaration, ttl_ms: int) -> bytes:
 
 def control_payload(c: JobControl) -> bytes:
     """The message body of a control."""
-    return _dumps({"job": c.job, "p": 1 if c.paused else 0, "u": c.skip_until, "by": c.updated_by})
+    return _dumps(
+        {
+            "job": c.job,
+            "p": 1 if c.paused else 0,
+            "u": c.skip_until,
+            "by": c.updated_by,
+            "pa": c.paused_at,
+            "ra": c.resumed_at,
+        }
+    )
 
 
 def _foreign(stream: str, subject: str, data: bytes) -> ForeignDataError:
@@ -105,12 +116,15 @@ def control_of(stream: str, subject: str, data: bytes, stored_ms: int) -> JobCon
     try:
         row = json.loads(data)
         skip, by = row["u"], row["by"]
+        paused_at, resumed_at = row.get("pa"), row.get("ra")
         return JobControl(
             str(row["job"]),
             bool(row["p"]),
             None if skip is None else int(skip),
             stored_ms,
             None if by is None else str(by),
+            paused_at=None if paused_at is None else int(paused_at),
+            resumed_at=None if resumed_at is None else int(resumed_at),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         raise _foreign(stream, subject, data) from None

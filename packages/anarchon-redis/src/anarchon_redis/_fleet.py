@@ -7,7 +7,8 @@ so a cluster needs no hash tag):
   "s": schedule, "seen": ms, "exp": ms}`` (server clock). Expired fields are
   ignored on read and removed by the next ``declare``.
 - ``<prefix>controls``: field ``<job>`` → JSON ``{"p": 0|1, "u": skip_until,
-  "at": updated_at, "by": updated_by}``.
+  "at": updated_at, "by": updated_by, "pa": paused_at, "ra": resumed_at}``
+  (``pa``/``ra`` may be missing: a control stored before they existed).
 
 A field that is not such JSON, or a key of another type, raises
 ``ForeignDataError`` naming the key (the store-format guard).
@@ -24,7 +25,7 @@ from anarchon.fleet_types import Declaration, JobControl
 
 from anarchon_redis._client import Connection, text
 
-__all__ = ["controls", "declarations", "declare", "set_control"]
+__all__ = ["control_of", "controls", "declarations", "declare", "set_control"]
 
 _SEP = "\n"
 
@@ -104,6 +105,8 @@ async def set_control(conn: Connection, prefix: str, control: JobControl) -> Non
         "u": control.skip_until,
         "at": await conn.time_ms(),
         "by": control.updated_by,
+        "pa": control.paused_at,
+        "ra": control.resumed_at,
     }
     await conn.execute(
         "HSET", prefix + "controls", control.job, json.dumps(value, separators=(",", ":"))
@@ -113,18 +116,29 @@ async def set_control(conn: Connection, prefix: str, control: JobControl) -> Non
 async def controls(conn: Connection, prefix: str, where: str) -> dict[str, JobControl]:
     """Every job's control."""
     key = prefix + "controls"
-    found: dict[str, JobControl] = {}
-    for job, raw in _pairs(await conn.execute("HGETALL", key)):
-        try:
-            value = json.loads(raw)
-            skip, at, by = value["u"], value["at"], value["by"]
-            found[job] = JobControl(
-                job,
-                bool(value["p"]),
-                None if skip is None else int(skip),
-                None if at is None else int(at),
-                None if by is None else str(by),
-            )
-        except (ValueError, KeyError, TypeError):
-            raise _foreign(key, where, job) from None
-    return found
+    return {
+        job: control_of(key, where, job, raw)
+        for job, raw in _pairs(await conn.execute("HGETALL", key))
+    }
+
+
+def _ms(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def control_of(key: str, where: str, job: str, raw: str) -> JobControl:
+    """One field of ``<prefix>controls`` as a :class:`JobControl` (``ForeignDataError`` if not ours)."""
+    try:
+        value = json.loads(raw)
+        by = value["by"]
+        return JobControl(
+            job,
+            bool(value["p"]),
+            _ms(value["u"]),
+            _ms(value["at"]),
+            None if by is None else str(by),
+            paused_at=_ms(value.get("pa")),
+            resumed_at=_ms(value.get("ra")),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise _foreign(key, where, job) from None

@@ -886,6 +886,8 @@ class SqlBackend(Backend):
                 1 if control.paused else 0,
                 control.skip_until,
                 control.updated_by,
+                control.paused_at,
+                control.resumed_at,
             ),
         )
 

@@ -6,7 +6,8 @@ Two tables beside the others (``<p>`` is the table prefix):
 ``<p>fleet``      one row per ``(job, instance_id)``: fingerprint, schedule
                   text, ``seen_at`` and ``expires_at`` (server clock, ms)
 ``<p>controls``   one row per job an operator paused or skipped: ``paused``
-                  (0/1), ``skip_until``, ``updated_at``, ``updated_by``
+                  (0/1), ``skip_until``, ``updated_at``, ``updated_by``,
+                  ``paused_at``, ``resumed_at``
 ================  ==========================================================
 
 Expired registry rows are ignored on read and deleted by the next ``declare``.
@@ -15,6 +16,7 @@ Expired registry rows are ignored on read and deleted by the next ``declare``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from anarchon.fleet_types import Declaration, JobControl
 
@@ -34,7 +36,7 @@ def fleet_ddl(dialect: SqlDialect, tables: SqlTables) -> list[str]:
         " PRIMARY KEY (job, instance_id))",
         f"CREATE TABLE IF NOT EXISTS {tables('controls')} ("
         f"job {text} PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0, skip_until {big},"
-        f" updated_at {big}, updated_by {text})",
+        f" updated_at {big}, updated_by {text}, paused_at {big}, resumed_at {big})",
     ]
 
 
@@ -55,12 +57,17 @@ class FleetStatements:
         self.all = q(f"SELECT {columns} FROM {fleet} WHERE expires_at > {now}")
         self.of_job = q(f"SELECT {columns} FROM {fleet} WHERE expires_at > {now} AND job = ?")
         self.set_control = q(
-            f"INSERT INTO {controls} (job, paused, skip_until, updated_at, updated_by)"
-            f" VALUES (?, ?, ?, {now}, ?) ON CONFLICT (job) DO UPDATE SET"
+            f"INSERT INTO {controls}"
+            " (job, paused, skip_until, updated_at, updated_by, paused_at, resumed_at)"
+            f" VALUES (?, ?, ?, {now}, ?, ?, ?) ON CONFLICT (job) DO UPDATE SET"
             " paused = excluded.paused, skip_until = excluded.skip_until,"
-            " updated_at = excluded.updated_at, updated_by = excluded.updated_by"
+            " updated_at = excluded.updated_at, updated_by = excluded.updated_by,"
+            " paused_at = excluded.paused_at, resumed_at = excluded.resumed_at"
         )
-        self.controls = q(f"SELECT job, paused, skip_until, updated_at, updated_by FROM {controls}")
+        self.controls = q(
+            "SELECT job, paused, skip_until, updated_at, updated_by, paused_at, resumed_at"
+            f" FROM {controls}"
+        )
 
     async def declare_tx(
         self, tx: SqlClient, declarations: Sequence[Declaration], ttl_ms: int
@@ -83,11 +90,17 @@ def declaration_of(row: Row) -> Declaration:
 
 def control_of(row: Row) -> JobControl:
     """A controls row as a :class:`JobControl`."""
-    job, paused, skip_until, updated_at, updated_by = row
+    job, paused, skip_until, updated_at, updated_by, paused_at, resumed_at = row
     return JobControl(
         str(job),
         bool(paused),
-        None if skip_until is None else int(skip_until),
-        None if updated_at is None else int(updated_at),
+        _ms(skip_until),
+        _ms(updated_at),
         None if updated_by is None else str(updated_by),
+        paused_at=_ms(paused_at),
+        resumed_at=_ms(resumed_at),
     )
+
+
+def _ms(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -51,7 +51,15 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "jobs": ("job", "saves"),
     "fleet": ("job", "instance_id", "fingerprint", "schedule", "seen_at", "expires_at"),
-    "controls": ("job", "paused", "skip_until", "updated_at", "updated_by"),
+    "controls": (
+        "job",
+        "paused",
+        "skip_until",
+        "updated_at",
+        "updated_by",
+        "paused_at",
+        "resumed_at",
+    ),
 }
 """The columns of each table, by logical name (``tables(name)`` gives the real one)."""
 

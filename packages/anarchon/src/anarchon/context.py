@@ -133,6 +133,10 @@ class RunContext:
     """Set by the scheduler on lease backends; see :meth:`still_owner`."""
     loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False, compare=False)
     """The scheduler's event loop (for :meth:`still_owner_sync`)."""
+    catch_up_of: int | None = None
+    """The paused slot (epoch ms) this run stands for, when it is the catch-up run after
+    ``resume`` (its own ``slot`` is then the resume's store time, docs/operations.md,
+    "Pause, resume and skip"); None for every other run."""
 
     @property
     def fencing_token(self) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 
 from anarchon.context import RunContext
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
+from anarchon.resume_catch_up import log_catch_up
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.tasks import TaskSet
 
@@ -80,7 +81,9 @@ class RunExecutor:
         run.lease_until = lease_until
         run.phase = Phase.RUNNING
         job = run.job
-        ctx = RunContext(job.name, run.slot, self.instance_id, attempt, run.token)
+        ctx = RunContext(
+            job.name, run.slot, self.instance_id, attempt, run.token, catch_up_of=run.catch_up_of
+        )
         check = self.owner_check
         if check is not None and run.leased:
             ctx.owner_check = functools.partial(check, run)
@@ -96,6 +99,8 @@ class RunExecutor:
         job = run.job
         reason = self.skip_check(job.name, run.slot) if self.skip_check is not None else None
         if reason is None:
+            if run.catch_up_of is not None:
+                log_catch_up(self.log, run, self.instance_id)
             self._started(run, run.attempt)
         # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
         run.task = asyncio.get_running_loop().create_task(self._execute(run, reason))

@@ -29,15 +29,34 @@ async def _current(backend: Backend, job: str) -> JobControl:
 
 
 async def pause_job(backend: Backend, job: str, by: str | None = None) -> JobControl:
-    """Pause ``job`` on every instance; return the stored control."""
-    control = dataclasses.replace(await _current(backend, job), paused=True, updated_by=by)
+    """Pause ``job`` on every instance; return the stored control.
+
+    ``paused_at`` becomes store time now (a job already paused keeps the
+    moment it was first paused).
+    """
+    current = await _current(backend, job)
+    paused_at = current.paused_at
+    if not current.paused or paused_at is None:
+        paused_at = await store_now_ms(backend)
+    control = dataclasses.replace(current, paused=True, paused_at=paused_at, updated_by=by)
     await backend.set_control(control)
     return control
 
 
 async def resume_job(backend: Backend, job: str, by: str | None = None) -> JobControl:
-    """Resume ``job`` on every instance (a pending ``skip_next`` stays); return the control."""
-    control = dataclasses.replace(await _current(backend, job), paused=False, updated_by=by)
+    """Resume ``job`` on every instance (a pending ``skip_next`` stays); return the control.
+
+    Resuming a paused job sets ``resumed_at`` to store time now and keeps
+    ``paused_at``: instances run the newest slot missed in between once, at
+    slot ``resumed_at``, if the job's ``catch_up`` allows it
+    (docs/operations.md, "Pause, resume and skip"). Resuming a job that is
+    not paused changes nothing but ``updated_by``.
+    """
+    current = await _current(backend, job)
+    resumed_at = current.resumed_at
+    if current.paused:
+        resumed_at = await store_now_ms(backend)
+    control = dataclasses.replace(current, paused=False, resumed_at=resumed_at, updated_by=by)
     await backend.set_control(control)
     return control
 

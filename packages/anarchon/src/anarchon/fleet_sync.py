@@ -4,7 +4,8 @@
 all of them) when they are prepared and every ``refresh_ms``, then reads the
 registry once to find schedule drift; it also keeps the fleet-wide controls,
 read with one ``controls`` call at most once per wake-up and cached for
-``control_cache_s``. A backend whose members raise
+``control_cache_s``; each read is handed to ``on_controls`` (the catch-up
+after ``resume``, :mod:`anarchon.resume_catch_up`). A backend whose members raise
 :class:`~anarchon.errors.UnsupportedError` has no registry: that is logged
 once at DEBUG and scheduling goes on without it.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from anarchon.backend import Backend
 from anarchon.clock import Clock
@@ -65,6 +66,8 @@ class FleetSync:
         self.registry = True
         self.controls_supported = True
         self._controls: dict[str, JobControl] = {}
+        self.on_controls: Callable[[dict[str, JobControl]], Awaitable[None]] | None = None
+        """Called with every successful read of the controls (the resume catch-up)."""
         self._controls_read_at: float | None = None
         self._drift_seen: set[tuple[str, frozenset[str]]] = set()
         self._prints: dict[str, tuple[Job, str]] = {}
@@ -151,7 +154,7 @@ class FleetSync:
         try:
             # No timeout of our own: a read cut short would keep stale controls and
             # run a paused slot. The driver's timeouts bound it like any store call.
-            self._controls = await self.backend.controls()
+            controls = await self.backend.controls()
         except asyncio.CancelledError:
             raise
         except UnsupportedError as error:
@@ -162,6 +165,10 @@ class FleetSync:
                 self.log.debug("anarchon: reading fleet-wide controls failed: %s", error)
             else:
                 self.policy.report("the fleet-wide controls", error)
+        else:
+            self._controls = controls
+            if self.on_controls is not None:
+                await self.on_controls(controls)
 
     def skip_reason(self, job: str, slot: int) -> str | None:
         """Why the controls skip ``(job, slot)``, or None to run it."""

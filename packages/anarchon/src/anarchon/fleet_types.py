@@ -41,3 +41,8 @@ class JobControl:
     it to the ``count``-th next slot, computed from the job's schedule)."""
     updated_at: int | None = None
     updated_by: str | None = None
+    paused_at: int | None = None
+    """Store time (ms) at which the job was last paused (kept after ``resume``)."""
+    resumed_at: int | None = None
+    """Store time (ms) of the last ``resume`` of a paused job: the slot of its catch-up run
+    (docs/operations.md, "Pause, resume and skip")."""

@@ -159,7 +159,14 @@ class RetrySteps:
             run.attempt = old_attempt + 1
         run.token = new_token
         run.exception = None
-        run.ctx = RunContext(job.name, run.slot, self.instance_id, run.attempt, new_token)
+        run.ctx = RunContext(
+            job.name,
+            run.slot,
+            self.instance_id,
+            run.attempt,
+            new_token,
+            catch_up_of=run.catch_up_of,
+        )
         run.phase = Phase.RUNNING
         await self._store_failed(
             run,

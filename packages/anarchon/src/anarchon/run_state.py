@@ -57,6 +57,7 @@ class Run:
     __slots__ = (
         "abandoned",
         "attempt",
+        "catch_up_of",
         "claim_latency_ms",
         "ctx",
         "deadline_ms",
@@ -95,6 +96,8 @@ class Run:
         """Set when the fleet-wide controls skip this won slot (``paused``, ``skip_next``)."""
         """True once this run has been a backup: its claims no longer create the run."""
         self.attempt = 0
+        self.catch_up_of: int | None = None
+        """The paused slot this run stands for when it is the catch-up of a ``resume``."""
         self.claim_latency_ms: float | None = None
         """The round trip of the claim that won this run (ms), for ``run_started``."""
         self.lease_until = 0.0

@@ -57,6 +57,7 @@ from anarchon.one_off import Once
 from anarchon.overlap_wait import OverlapWait, recheck_interval_ms
 from anarchon.registry import ENV_VAR, resolve_backend
 from anarchon.results import ResultBatcher
+from anarchon.resume_catch_up import ResumeCatchUp
 from anarchon.retry_step import RetrySteps
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.scheduler_thread import SchedulerThread
@@ -530,6 +531,18 @@ class Scheduler(JobDeclarations):
             before_claims=fleet.refresh_controls,
             lead_ms=self.claim_ahead_ms,
         )
+        if leased:  # catch_up needs leases: claim-only backends never re-run a paused slot
+            catch_up = ResumeCatchUp(
+                jobs=self._jobs,
+                scheduled=lambda name: name in timetable,
+                now_ms=self._time.now_ms,
+                history=self.backend.history,
+                new_run=wakeups.new_run,
+                submit=wakeups.submit,
+                log=self.log,
+            )
+            fleet.on_controls = catch_up.check
+            wakeups.watch = lambda: catch_up.watching
         claims.events = executor.events = results.events = wakeups.events = self.events
         if keeper is not None:
             keeper.events = self.events
@@ -568,6 +581,7 @@ class Scheduler(JobDeclarations):
         for job in list(self._jobs.values()):
             if job.enabled and job.name not in parts.wakeups.timetable:
                 await self._activate(job)
+        await parts.fleet.refresh_controls()  # pause/skip, and the catch-up after a resume
         due = take_due(
             parts.wakeups.timetable,
             self._jobs,
@@ -855,7 +869,12 @@ class Scheduler(JobDeclarations):
         return await pause_job(self.backend, self._job(name).name, self.instance_id)
 
     async def resume(self, name: str) -> JobControl:
-        """Resume job ``name`` on every instance; slots skipped while paused are not re-run."""
+        """Resume job ``name`` on every instance.
+
+        Slots skipped while paused stay skipped; with ``catch_up`` (lease
+        backends), the newest of them within ``catch_up`` of the resume runs
+        once, at slot ``resumed_at`` (docs/operations.md, "Pause, resume and skip").
+        """
         await self._ensure_init()
         return await resume_job(self.backend, self._job(name).name, self.instance_id)
 

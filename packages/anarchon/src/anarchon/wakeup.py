@@ -22,7 +22,13 @@ from anarchon.run_state import Run
 from anarchon.store_retry import StorePolicy
 from anarchon.store_time import SYNC_INTERVAL_S, StoreTime
 
-__all__ = ["DEFAULT_CLAIM_AHEAD_MS", "MAX_CLAIM_AHEAD_MS", "MAX_DUE_PER_WAKE", "WakeUpLoop"]
+__all__ = [
+    "DEFAULT_CLAIM_AHEAD_MS",
+    "MAX_CLAIM_AHEAD_MS",
+    "MAX_DUE_PER_WAKE",
+    "WATCH_INTERVAL_S",
+    "WakeUpLoop",
+]
 
 DEFAULT_CLAIM_AHEAD_MS = 1_000
 """How long before its fire time a slot is claimed on lease backends, by default.
@@ -39,6 +45,10 @@ MAX_DUE_PER_WAKE = 10_000
 """Slots taken from the timetable per wake-up (more wait for the next turn of the loop)."""
 _MIN_SLEEP_S = 0.004
 
+
+WATCH_INTERVAL_S = 1.0
+"""While a job that would catch up is paused, the controls are read this often (at most),
+even when no slot is due, so its ``resume`` is seen within about a second."""
 
 _REWIND_MS = 1_000
 """A backward step of the store-time estimate larger than this re-seeds the timetable."""
@@ -64,6 +74,7 @@ class WakeUpLoop:
         settle: Callable[[], Awaitable[None]] | None = None,
         before_claims: Callable[[], Awaitable[None]] | None = None,
         lead_ms: int = 0,
+        watch: Callable[[], bool] | None = None,
     ) -> None:
         self.timetable = timetable
         self.jobs = jobs
@@ -79,6 +90,9 @@ class WakeUpLoop:
         """Awaited once per wake-up with due slots (the fleet-wide controls refresh)."""
         self.lead_ms = lead_ms
         """How long before its fire time a slot is claimed (its handler starts at the fire time)."""
+        self.watch = watch
+        """True while ``before_claims`` should also run on wake-ups without due slots, at least
+        every :data:`WATCH_INTERVAL_S` (a paused job waits for its ``resume``)."""
         self._wake: asyncio.Future[None] | None = None
 
     def add_job(self, job: Job) -> None:
@@ -168,14 +182,19 @@ class WakeUpLoop:
                 if fire_at > now:  # claimed ahead: the handler starts at fire_at
                     run.fire_at = fire_at
                 due.append(run)
+            watching = self.watch is not None and self.watch()
             if due:
                 if self.before_claims is not None:
                     await self.before_claims()
                 self.submit(due)
+            elif watching and self.before_claims is not None:
+                await self.before_claims()
             wake_at = timetable.next_wakeup()
             timeout = SYNC_INTERVAL_S if wake_at is None else (wake_at - store_time.now_ms()) / 1000
             # Never early, but batch: slots due within the next few ms share one wake-up.
             timeout = min(max(timeout, _MIN_SLEEP_S), SYNC_INTERVAL_S)
+            if watching:
+                timeout = min(timeout, WATCH_INTERVAL_S)
             sleeper = loop.create_future()
             timer = loop.call_later(timeout, _wake_up, sleeper)
             self._wake = sleeper

@@ -1,8 +1,11 @@
 """A worker process of the fleet-control scenario (:mod:`anarchon.testing.control_scenario`).
 
 ``python -m anarchon.testing._control_worker --backend URL --instance ID --job NAME
---every MS --drift-job NAME --drift-every MS --out FILE`` runs two jobs until
-SIGTERM and appends one JSON line per run and per drift warning to ``FILE``.
+--every MS --drift-job NAME --drift-every MS [--catch-up MS] --out FILE`` runs two
+jobs until SIGTERM and appends one JSON line per run (its slot, ``catch_up_of``,
+and the wall-clock start and end of its handler) and per drift warning to
+``FILE``. ``--catch-up`` is given to the first job on backends with leases
+(with ``overlap=True``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from typing import TextIO
 
 from anarchon import RunContext, Scheduler
@@ -30,9 +34,27 @@ async def main(args: argparse.Namespace, out: TextIO) -> None:
     )
 
     async def tick(ctx: RunContext) -> None:
-        _write(out, event="run", job=ctx.job, slot=ctx.slot, instance=ctx.instance_id)
+        start = time.time_ns() // 1_000_000
+        await asyncio.sleep(0.05)  # a live interval to compare across processes
+        _write(
+            out,
+            event="run",
+            job=ctx.job,
+            slot=ctx.slot,
+            instance=ctx.instance_id,
+            catch_up_of=ctx.catch_up_of,
+            start=start,
+            end=time.time_ns() // 1_000_000,
+        )
 
-    scheduler.every(args.job, f"{args.every}ms", tick)
+    if args.catch_up and scheduler.leases:
+        # overlap=True: the catch-up run and the slot due beside it both run (with the
+        # default overlap=False a store that does not wait would skip that slot as overlap).
+        scheduler.every(
+            args.job, f"{args.every}ms", tick, catch_up=f"{args.catch_up}ms", overlap=True
+        )
+    else:
+        scheduler.every(args.job, f"{args.every}ms", tick)
     scheduler.every(args.drift_job, f"{args.drift_every}ms", tick)
     warn = scheduler._on_drift
 
@@ -46,7 +68,7 @@ async def main(args: argparse.Namespace, out: TextIO) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     await scheduler.start()
-    _write(out, event="started", instance=args.instance)
+    _write(out, event="started", instance=args.instance, leases=scheduler.leases)
     await stop.wait()
     await scheduler.stop()
 
@@ -57,6 +79,7 @@ if __name__ == "__main__":
         parser.add_argument(name, required=True)
     parser.add_argument("--every", type=int, required=True)
     parser.add_argument("--drift-every", type=int, required=True)
+    parser.add_argument("--catch-up", type=int, default=0)
     parsed = parser.parse_args()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     with open(parsed.out, "a", encoding="utf-8") as records:

@@ -10,6 +10,12 @@ declare a second job with different schedules, then checks, through the
 - ``anarchon pause`` stops runs of the job on both within one wake-up (no slot
   after the moment the command returned runs; each paused slot is recorded
   once as ``skipped``/``paused``), and ``anarchon resume`` restarts them;
+- the job is declared with ``catch_up`` (and ``overlap=True``) on backends
+  with leases: after the
+  resume exactly one run, on one of the two processes, has the slot
+  ``resumed_at`` of the stored control and stands for the newest paused slot
+  (``ctx.catch_up_of``), and no two handler intervals of that slot overlap;
+  without leases no run has that slot;
 - ``anarchon skip`` skips exactly one slot;
 - both instances report ``schedule_drift`` for the second job and log the
   warning.
@@ -21,6 +27,7 @@ with a URL of a fresh prefix or database.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -34,6 +41,8 @@ from typing import Any
 __all__ = ["run_control_scenario"]
 
 PERIOD_MS = 1_000
+CATCH_UP_MS = 120_000
+"""The job's ``catch_up`` on backends with leases (more than the default ``max_late``)."""
 _CLI = [sys.executable, "-m", "anarchon.cli"]
 
 
@@ -99,6 +108,8 @@ def run_control_scenario(url: str, tmp_path: Path) -> None:
                         drifted,
                         "--drift-every",
                         str(PERIOD_MS * (n + 1)),  # 1 s on one, 2 s on the other
+                        "--catch-up",
+                        str(CATCH_UP_MS),
                         "--out",
                         str(outs[n]),
                     ],
@@ -161,13 +172,20 @@ def _scenario(
     assert sorted(rows[drifted]["drift"].values()) == [1, 1]
 
     # pause: no slot after the moment the command returned runs, on either worker.
-    assert _cli(url, "pause", job)["paused"] is True
+    called = _now_ms()
+    paused = _cli(url, "pause", job)
+    assert paused["paused"] is True
     paused_at = _now_ms()
     time.sleep(3.5 * PERIOD_MS / 1000)
+    # Aim the resume's store time at mid-period (the CLI reads it about as long after
+    # its start as the pause did), so the slot before it was surely read as paused.
+    lag = min(max(paused["paused_at"] - called, 0), PERIOD_MS)
+    time.sleep(((PERIOD_MS // 2 - lag - _now_ms()) % PERIOD_MS) / 1000)
     late = [r for r in _runs(outs, job) if r["slot"] > paused_at]
     assert late == [], f"runs after pause: {late}"
 
-    assert _cli(url, "resume", job)["paused"] is False
+    resumed = _cli(url, "resume", job)
+    assert resumed["paused"] is False
     resumed_at = _now_ms()
     _wait(
         "two runs after resume",
@@ -181,6 +199,7 @@ def _scenario(
     assert outside == [], f"paused at {paused_at}, resumed at {resumed_at}: {outside}"
     assert len(skipped) >= 2  # 3.5 periods paused
     assert max(Counter(r["slot"] for r in history).values()) == 1
+    _check_catch_up(url, outs, job, resumed)
 
     # skip: exactly one slot.
     until = _cli(url, "skip", job)["skip_until"]
@@ -208,3 +227,39 @@ def _scenario(
         assert [r["job"] for r in drift] == [drifted], drift
         assert len(drift[0]["fingerprints"]) == 2
         assert "schedule drift" in err.read_text(), f"{instance} logged no drift warning"
+
+
+def _check_catch_up(url: str, outs: list[Path], job: str, resumed: dict[str, Any]) -> None:
+    """After the resume: one catch-up run at slot ``resumed_at`` with leases, none without."""
+    leases = {r["leases"] for out in outs for r in _rows(out) if r["event"] == "started"}
+    assert len(leases) == 1, leases
+    slot = resumed["resumed_at"]
+    assert isinstance(slot, int)
+    assert resumed["paused_at"] is not None
+    assert resumed["paused_at"] <= slot
+    if not leases.pop():
+        assert [r for r in _runs(outs, job) if r["slot"] == slot] == []
+        assert [r for r in _runs(outs, job) if r["catch_up_of"] is not None] == []
+        return
+    # The newest slot in [paused_at, resumed_at): recorded paused, so it is caught up once
+    # (unless a wake-up that lagged past the resume ran it as usual: then nothing is).
+    newest = (slot - 1) // PERIOD_MS * PERIOD_MS
+    assert newest >= resumed["paused_at"]  # the job was paused for several periods
+    history = _cli(url, "history", job, "--limit", "200")
+    own = [r for r in history if r["slot"] == newest]
+    missed = bool(own) and all(r["reason"] == "paused" for r in own)
+    if missed:
+        _wait("the catch-up run", lambda: [r for r in _runs(outs, job) if r["slot"] == slot])
+        history = _cli(url, "history", job, "--limit", "200")
+    runs = [r for r in _runs(outs, job) if r["slot"] == slot]
+    spans = sorted((r["start"], r["end"]) for r in runs)
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert end <= start, f"live handlers of slot {slot} overlap: {runs}"
+    assert [r for r in _runs(outs, job) if r["catch_up_of"] is not None] == runs
+    if not missed:
+        assert runs == [], f"slot {newest} ran ({own}), yet was caught up: {runs}"
+        return
+    assert len(runs) == 1, f"catch-up runs of slot {slot}: {runs}"
+    assert runs[0]["catch_up_of"] == newest, runs
+    recorded = [r for r in history if r["slot"] == slot]
+    assert [r["status"] for r in recorded] == ["ok"], recorded

@@ -82,7 +82,8 @@ class FleetContract(ContractBase):
         self.run(backend, body)
 
     def test_controls_replace_and_read_back(self, backend: Backend) -> None:
-        """``set_control`` replaces the job's control; ``controls`` returns all of them."""
+        """``set_control`` replaces the job's control (``paused_at``/``resumed_at`` included);
+        ``controls`` returns all of them."""
 
         async def body(b: Backend) -> None:
             job_a, job_b = new_job("ctl-a"), new_job("ctl-b")
@@ -95,10 +96,18 @@ class FleetContract(ContractBase):
             assert got[job_a].updated_at is not None
             assert got[job_b].paused is False
             assert got[job_b].skip_until == 1_700_000_000_000
-            await b.set_control(JobControl(job_a, paused=False))
+            assert got[job_a].paused_at is None
+            assert got[job_a].resumed_at is None
+            await b.set_control(
+                JobControl(
+                    job_a, paused=False, paused_at=1_700_000_001_000, resumed_at=1_700_000_002_345
+                )
+            )
             again = await b.controls()
             assert again[job_a].paused is False
             assert again[job_a].updated_by is None
+            assert again[job_a].paused_at == 1_700_000_001_000
+            assert again[job_a].resumed_at == 1_700_000_002_345
             assert again[job_b] == got[job_b]
 
         self.run(backend, body)
