@@ -355,13 +355,13 @@ async def check_lease_batches(
         )
 
     for n in range(2):
-        singles, together = finishes(single), finishes(batch)
-        combined = await runs.finish_and_save_many(together, [result_of(f) for f in together])
+        singles, batched = finishes(single), finishes(batch)
+        combined = await runs.finish_and_save_many(batched, [result_of(f) for f in batched])
         name = "finish_many" if combined is None else "finish_and_save_many"
         what = name if n == 0 else f"{name} retried with the same tokens"
         done = [await runs.finish(f.job, f.slot, f.token, f.status, f.error) for f in singles]
         if combined is None:
-            done_together = list(await runs.finish_many(together))
+            done_together = list(await runs.finish_many(batched))
         else:
             done_together = list(combined)
             for f, ok in zip(singles, done, strict=True):
