@@ -71,14 +71,40 @@ async def test_claim_ahead_zero_claims_at_the_fire_time() -> None:
     assert slot in {r.slot for r in await backend.history("tick", 20) if r.status == "ok"}
 
 
-async def test_stop_hands_over_a_run_claimed_ahead_and_a_backup_runs_it() -> None:
+async def test_stop_runs_a_run_claimed_ahead_at_its_fire_time() -> None:
+    backend = MemoryBackend()
+    ran: list[tuple[int, str, int, int]] = []
+
+    async def tick(ctx: RunContext) -> None:
+        ran.append((ctx.slot, ctx.instance_id, ctx.attempt, _wall_ms()))
+
+    scheduler = Scheduler(backend, instance_id="a")
+    scheduler.every("tick", f"{PERIOD_MS}ms", tick, jitter=0)
+    await scheduler.start()
+    slot = _next_slot(_wall_ms() + 800)
+    await _sleep_until(slot - 150)  # claimed ahead, not started
+    assert backend.runs is not None
+    assert [a.runner for a in await backend.runs.active("tick") if a.slot == slot] == ["a"]
+    await scheduler.stop()  # within stop_grace (10 s): the handler starts at its fire time
+    of_slot = [(s, i, n) for s, i, n, _at in ran if s == slot]
+    assert of_slot == [(slot, "a", 1)], ran
+    assert all(at >= slot for s, _i, _n, at in ran if s == slot)
+    records = [
+        (r.attempt, r.instance_id, r.status)
+        for r in await backend.history("tick", 50)
+        if r.slot == slot
+    ]
+    assert records == [(1, "a", "ok")]
+
+
+async def test_stop_past_its_grace_hands_over_a_run_claimed_ahead_to_a_backup() -> None:
     backend = MemoryBackend()
     ran: list[tuple[int, str, int]] = []
 
     async def tick(ctx: RunContext) -> None:
         ran.append((ctx.slot, ctx.instance_id, ctx.attempt))
 
-    first = Scheduler(backend, instance_id="first")
+    first = Scheduler(backend, instance_id="first", stop_grace=0)
     first.every("tick", f"{PERIOD_MS}ms", tick, jitter=0)
     await first.start()
     slot = _next_slot(_wall_ms() + 800)
@@ -89,7 +115,7 @@ async def test_stop_hands_over_a_run_claimed_ahead_and_a_backup_runs_it() -> Non
     second = Scheduler(backend, instance_id="second", heartbeat="200ms", lease="1s")
     second.every("tick", f"{PERIOD_MS}ms", tick, jitter=0)
     await second.start()
-    await first.stop()
+    await first.stop()  # stop_grace=0: handed over without starting
     await _sleep_until(slot + 1_500)
     await second.stop()
     of_slot = [r for r in ran if r[0] == slot]

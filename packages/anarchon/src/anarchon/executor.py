@@ -142,14 +142,6 @@ class RunExecutor:
         """True while a burst of runs due together is being started (their ends can wait)."""
         return self._bursts > 0
 
-    def hand_over_waiting(self) -> None:
-        """Stopping: runs claimed ahead whose handler has not started are handed over now."""
-        for run in list(self.active.values()):
-            if run.waiting:
-                if run.leased and run.ending is None:
-                    run.ending = Ending.HAND_OVER
-                self.cancel(run, "stop")
-
     def alive(self) -> list[Run]:
         """Runs whose handler still lives (a task not done, or a thread not returned)."""
         return [

@@ -651,7 +651,6 @@ class Scheduler(JobDeclarations):
         await self._tasks.cancel_loops("anarchon-scheduler")
         if parts.keeper is not None:
             parts.keeper.drop_backups()
-        parts.executor.hand_over_waiting()
         loop = asyncio.get_running_loop()
         grace_end = loop.time() + self.stop_grace_ms / 1000
         budget_end = grace_end + self.call_timeout_s

@@ -755,11 +755,20 @@ def _record(out: IO[str], text: str) -> None:
 
 
 async def _store_ms(backend: Backend) -> int:
-    """The store's time; this machine's when the store has no clock or does not answer in 10 s."""
+    """The store's time; this machine's when the store has no clock or does not answer in 10 s.
+
+    A transient error (the store's own timeout, on a starved machine) counts as no answer: this
+    read only marks the worker's window, the scheduler's runs are what the fleet checks.
+    """
     try:
         now = await asyncio.wait_for(backend.now_ms(), CLOSE_S)
     except TimeoutError:
         print(f"fleet worker: the store's clock did not answer within {CLOSE_S} s", file=sys.stderr)
+        now = None
+    except Exception as error:
+        if not backend.is_transient(error):
+            raise
+        print(f"fleet worker: the store's clock did not answer: {error}", file=sys.stderr)
         now = None
     return now if now is not None else time.time_ns() // 1_000_000
 
