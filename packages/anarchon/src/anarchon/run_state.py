@@ -133,10 +133,12 @@ class Run:
     def needs_renewal(self, now: float, interval_s: float) -> bool:
         """True if this heartbeat tick must renew the lease (monotonic ``now``).
 
-        A lease still good for two more intervals is skipped: it will be
+        A lease still good for more than two intervals is skipped: it will be
         renewed at the next tick, whose call ends within one interval (the
-        call timeout). So a wave of fresh leases (runs claimed ahead) costs
-        no renewal until they are one interval old.
+        call timeout). With the default lease (three intervals, less a
+        one-interval safety margin, so two on the runner's clock) every held
+        lease is renewed at every tick; a lease long against its heartbeat
+        (say 60 s with a 5 s heartbeat) is renewed only when it has to be.
         """
         return self.lease_until - now <= 2 * interval_s
 
