@@ -32,6 +32,8 @@ for every kind; the fleet registry is on in both runs, refreshed every
 within 10 %).
 ``--no-gc-freeze``: the workers' schedulers do not freeze the objects alive
 at start (``Scheduler(gc_freeze=False)``, the behaviour before it existed).
+``--claim-ahead S``: the workers' ``Scheduler(claim_ahead=S)`` (lease backends;
+0 claims at the fire time, the behaviour before it existed).
 
 Shapes are ``PxJ@I`` (processes x jobs @ seconds). ``--quick``: 2x200@1,
 4 s window, small references: a smoke run for tests (``--json`` writes every
@@ -490,6 +492,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="workers use Scheduler(gc_freeze=False) (the collector walks every object)",
     )
+    parser.add_argument(
+        "--claim-ahead", type=float, help="workers use Scheduler(claim_ahead=S) (seconds)"
+    )
     parser.add_argument("--no-raw", action="store_true", help="skip the claim reference (a)")
     parser.add_argument("--no-peer", action="store_true", help="skip APScheduler 4 (b)")
     parser.add_argument("--peer-only", action="store_true", help="only APScheduler 4 (b)")
@@ -561,7 +566,8 @@ def bench_anarchon(
             shape,
             side=side,
             extra_args=(("--observe", observe) if observe else ())
-            + (("--no-gc-freeze",) if args.no_gc_freeze else ()),
+            + (("--no-gc-freeze",) if args.no_gc_freeze else ())
+            + (("--claim-ahead", str(args.claim_ahead)) if args.claim_ahead is not None else ()),
             python=sys.executable,
             worker=HERE / "fleet_worker.py",
             window_s=args.window,

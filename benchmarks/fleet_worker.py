@@ -2,6 +2,7 @@
 
     python fleet_worker.py --kind KIND --url URL --jobs J --every-ms I --instance NAME
                            --plan PLAN.json --out FILE [--observe PARTS] [--no-gc-freeze]
+                           [--claim-ahead S]
 
 Declares ``J`` interval jobs ``j000000`` ... every ``I`` ms with ``jitter=0``
 (every other option at its default), starts the scheduler, writes
@@ -85,6 +86,7 @@ async def run(args: argparse.Namespace) -> None:
         args.url,
         instance_id=args.instance,
         gc_freeze=not args.no_gc_freeze,
+        **({} if args.claim_ahead is None else {"claim_ahead": args.claim_ahead}),
     )
     every = f"{args.every_ms}ms"
     for n in range(args.jobs):
@@ -129,6 +131,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--observe", help=f"comma list of {', '.join(OBSERVE_PARTS)}")
     parser.add_argument("--no-gc-freeze", action="store_true", help="Scheduler(gc_freeze=False)")
+    parser.add_argument("--claim-ahead", type=float, help="Scheduler(claim_ahead=S), seconds")
     args = parser.parse_args()
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s %(message)s"
