@@ -136,11 +136,18 @@ class Run:
         A lease still good for more than two intervals is skipped: it will be
         renewed at the next tick, whose call ends within one interval (the
         call timeout). With the default lease (three intervals, less a
-        one-interval safety margin, so two on the runner's clock) every held
-        lease is renewed at every tick; a lease long against its heartbeat
-        (say 60 s with a 5 s heartbeat) is renewed only when it has to be.
+        one-interval safety margin, so two on the runner's clock) that skips
+        only leases long against their heartbeat; and a run claimed ahead
+        whose handler has not started yet is skipped while it has more than
+        1.75 intervals left (the next tick's renewal then has three quarters
+        of a call timeout to land before the runner's own end of the lease),
+        so a tick that falls while a wave is claimed ahead does not renew the
+        whole wave right after its claim.
         """
-        return self.lease_until - now <= 2 * interval_s
+        left = self.lease_until - now
+        if self.waiting:
+            return left <= 1.75 * interval_s
+        return left <= 2 * interval_s
 
     def __repr__(self) -> str:
         return f"Run({self.job.name!r}, {self.slot}, {self.phase.value}, attempt={self.attempt})"
