@@ -142,6 +142,14 @@ class RunExecutor:
         """True while a burst of runs due together is being started (their ends can wait)."""
         return self._bursts > 0
 
+    def hand_over_waiting(self, job: str) -> None:
+        """``job`` was removed: its runs claimed ahead that have not started are handed over."""
+        for run in list(self.active.values()):
+            if run.waiting and run.job.name == job:
+                if run.leased and run.ending is None:
+                    run.ending = Ending.HAND_OVER
+                self.cancel(run, "removed")
+
     def alive(self) -> list[Run]:
         """Runs whose handler still lives (a task not done, or a thread not returned)."""
         return [

@@ -304,13 +304,24 @@ class Scheduler(JobDeclarations):
         return job
 
     def remove(self, name: str) -> bool:
-        """Remove a job; runs in progress finish. True if it was registered."""
+        """Remove a job; runs in progress finish. True if it was registered.
+
+        A run of it claimed ahead whose handler has not started is handed over
+        (another instance that declares the job runs it).
+        """
         job = self._jobs.pop(name, None)
         if job is None:
             return False
         wakeups = self._wakeups
+        parts = self._parts
         if wakeups is not None:
-            self._on_loop(lambda: wakeups.remove_job(name))
+
+            def drop() -> None:
+                wakeups.remove_job(name)
+                if parts is not None:
+                    parts.executor.hand_over_waiting(name)
+
+            self._on_loop(drop)
         return True
 
     def _on_loop(self, action: Callable[[], object]) -> None:
