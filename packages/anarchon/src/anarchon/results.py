@@ -147,17 +147,13 @@ class ResultBatcher:
         for (run, result), ok in zip(finishing, answers):  # noqa: B905 - same length
             self.on_stored(run)  # the finish landed (or failed): the lease needs no renewal
             if ok is True:
-                writes.append(
-                    ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
-                )
+                writes.append(_write(run, result))
                 stored.append(run)
                 self._finished(run, result)
             elif isinstance(ok, BaseException):
                 result.status = "error"
                 result.error = f"the store refused to finish the run: {describe_error(ok)}"
-                writes.append(
-                    ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
-                )
+                writes.append(_write(run, result))
                 self._finished(run, result)
             else:
                 self._lost_before_finish(run)
@@ -169,14 +165,8 @@ class ResultBatcher:
         The two-step path after a failure finishes again with the same tokens
         (a finished run answers True again) and saves, with its retries.
         """
-        requests = [
-            RunFinish(run.job.name, run.slot, run.token, result.status, result.error)
-            for run, result in finishing
-        ]
-        writes = [
-            ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
-            for run, result in finishing
-        ]
+        requests = [_finish_request(run, result) for run, result in finishing]
+        writes = [_write(run, result) for run, result in finishing]
         try:
             answers = await self.policy.bounded(self.batches.finish_and_save_many(requests, writes))
         except asyncio.CancelledError:
@@ -225,10 +215,7 @@ class ResultBatcher:
         answers False, so a late finish never overwrites the new owner's run,
         and a run whose handler finished is stored once the store is back.
         """
-        requests = [
-            RunFinish(run.job.name, run.slot, run.token, result.status, result.error)
-            for run, result in finishing
-        ]
+        requests = [_finish_request(run, result) for run, result in finishing]
         try:
             answers: list[bool | BaseException] = list(
                 await self.policy.bounded(self.batches.finish_many(requests))
@@ -336,10 +323,7 @@ class ResultBatcher:
     # Claim-only backends -------------------------------------------------
 
     async def _save_chunk(self, chunk: Sequence[tuple[Run, StoredResult]]) -> None:
-        writes = [
-            ResultWrite(run.job.name, result, run.job.history_size, run.job.history_ttl_ms)
-            for run, result in chunk
-        ]
+        writes = [_write(run, result) for run, result in chunk]
         await self._save(writes)
         for run, result in chunk:
             self._finished(run, result)
@@ -365,3 +349,14 @@ class ResultBatcher:
             raise
         except Exception as error:
             self.policy.report("results", error)
+
+
+def _finish_request(run: Run, result: StoredResult) -> RunFinish:
+    """The ``finish`` of ``run`` with its outcome."""
+    return RunFinish(run.job.name, run.slot, run.token, result.status, result.error)
+
+
+def _write(run: Run, result: StoredResult) -> ResultWrite:
+    """The history write of ``run``'s result, with its job's history settings."""
+    job = run.job
+    return ResultWrite(job.name, result, job.history_size, job.history_ttl_ms)
