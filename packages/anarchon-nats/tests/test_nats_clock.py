@@ -66,7 +66,7 @@ def test_now_ms_is_the_servers_clock(nats_url: str, stream: str, prefix: str) ->
         finally:
             await backend.close()
         for before, now, after in readings:
-            assert before - 5 <= now <= after + 5, (before, now, after)
+            assert before - 5 <= now <= after, (before, now, after)  # never ahead
         stamps = [now for _before, now, _after in readings]
         assert stamps == sorted(stamps)
         nc = await nats.connect(nats_url)

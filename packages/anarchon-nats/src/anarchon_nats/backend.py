@@ -23,6 +23,7 @@ import base64
 import contextlib
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -873,9 +874,10 @@ class NatsBackend(Backend):
 
         Publishes an empty message to ``<prefix>_clock`` and reads it back by
         sequence from the stream leader (two round trips). The stamp is taken
-        while the publish is in flight; the answer is moved to the middle of
-        this call (half the read back is added), so a caller that takes the
-        middle of its call as the reading time gets the leader's clock.
+        while the publish is in flight, so the stamp plus the time the read
+        back took is at most the leader's clock when this call returns: the
+        scheduler anchors a reading at the reply's arrival and must never be
+        ahead (docs/concepts.md, "The store clock").
         """
         nc = await self._client()
         subject = f"{self.prefix}{CLOCK_TOKEN}"
@@ -905,7 +907,7 @@ class NatsBackend(Backend):
                 f"JetStream at {self.shown} gave the clock message an unreadable time"
                 f" {stored.time[:80]!r}"
             ) from error
-        return round(stamp + (done - acked) * 500)
+        return math.floor(stamp + (done - acked) * 1000)
 
     # Claims --------------------------------------------------------------------
 

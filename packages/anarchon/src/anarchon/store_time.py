@@ -47,18 +47,17 @@ class StoreTime:
 
         Returns how far the estimate moved, in ms (negative: it was ahead).
         """
-        sent = self._clock.monotonic()
         store_ms = await self._source()
         received = self._clock.monotonic()
         self.read_store = store_ms is not None
         if store_ms is None:
             store_ms = self._clock.now_ms()
-            midpoint = received
-        else:
-            midpoint = (sent + received) / 2
+        # The store read its clock somewhere between sent and received; anchoring it at
+        # received makes the estimate a lower bound (late by at most the round trip, never
+        # early, however the trip splits between request and reply).
         before = self.now_ms()
         self._base_ms = int(store_ms)
-        self._base_mono = midpoint
+        self._base_mono = received
         self.synced_at = received
         return self.now_ms() - before
 

@@ -351,10 +351,14 @@ def store_restart(
     return _run(name, url, tmp_path, fault, after_s=after_s)
 
 
+_SCENARIO_CLEARANCE_MS = 45_000
+"""How far from the job's next slot ``blocking_handler_at_stop`` must start."""
+
+
 def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
     """Two instances, a sync handler blocking 8 s in one call, ``stop()`` of its runner after 2 s.
 
-    A job every 2 min whose current slot is due at once (``max_late`` 119 s), lease
+    A job every 10 min whose current slot is due at once (``max_late`` 599 s), lease
     1.5 s, ``stop_grace`` 4 s (``stop()`` waits up to twice that plus one call
     timeout for a live handler, docs/leases.md "Stopping"). No other instance may start the slot while
     the runner's thread lives: the thread finishes the run, or (the process
@@ -363,8 +367,14 @@ def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
     thread's begin and its end (or the runner's exit).
     """
     work = Workload(
-        handler="blocking", handler_ms=8000, every_ms=120_000, max_late="119s", stop_grace_s=4.0
+        handler="blocking", handler_ms=8000, every_ms=600_000, max_late="599s", stop_grace_s=4.0
     )
+    # One slot per scenario: a next slot falling due during the stop would be claimed ahead
+    # and started within stop_grace (docs/operations.md, "Claiming ahead"), a second blocking
+    # run the stop then abandons. The scenario takes about 30 s; start it clear of a boundary.
+    to_boundary_ms = work.every_ms - _wall_ms() % work.every_ms
+    if to_boundary_ms < _SCENARIO_CLEARANCE_MS:
+        time.sleep(to_boundary_ms / 1000 + 0.5)
 
     def fault(workers: _Workers, victim: int, slot: int) -> None:
         begun = [a for a in attempts(workers.outs) if a.slot == slot and not a.completed]
