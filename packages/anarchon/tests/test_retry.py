@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from anarchon import Backend, InvalidJobError, MemoryBackend, Retry, RunContext, Scheduler
+from anarchon import Backend, InvalidJobError, MemoryBackend, Retry, RunContext, RunKey, Scheduler
 from anarchon.errors import UnsupportedError
 from plain_backend import PlainBackend
 
@@ -76,6 +76,61 @@ async def test_fails_twice_then_succeeds_shows_three_attempts(kind: str, make: A
     assert records[1].started_at is not None
     assert records[0].finished_at is not None
     assert records[1].started_at - records[0].finished_at >= 190
+
+
+@pytest.mark.parametrize(("kind", "make"), _backends()[:2], ids=[k for k, _ in _backends()[:2]])
+async def test_a_heartbeat_answered_after_the_retry_does_not_end_the_next_attempt(
+    kind: str, make: Any
+) -> None:
+    """A renewal of attempt 1 in flight while the retry starts attempt 2: the store refuses the
+    old token, and that answer is about an attempt that has ended, not the running one."""
+    backend: Backend = make()
+    runs = backend.runs
+    assert runs is not None
+    renew = runs.heartbeat
+    beats: list[float] = []
+    answers: list[bool] = []
+
+    async def slow_renewal(job: str, slot: int, token: str, lease_ms: int) -> bool:
+        beats.append(time.monotonic())
+        await asyncio.sleep(0.4)  # answered after the handler failed and the retry began
+        answers.append(await renew(job, slot, token, lease_ms))
+        return answers[-1]
+
+    async def slow_renewals(keys: list[RunKey], lease_ms: int) -> list[bool]:
+        return [await slow_renewal(k.job, k.slot, k.token, lease_ms) for k in keys]
+
+    runs.heartbeat = slow_renewal  # type: ignore[method-assign]
+    runs.heartbeat_many = slow_renewals  # type: ignore[method-assign]
+    handler = FailsTwice()
+
+    async def first_call_slow(ctx: RunContext) -> None:
+        if ctx.attempt == 1:
+            await asyncio.sleep(0.7)  # a renewal (sent 0.5 s in) is in flight now
+        await handler(ctx)
+
+    lost: list[Any] = []
+    scheduler = Scheduler(backend, instance_id="a", lease="1500ms", heartbeat="500ms")
+    scheduler.on("lease_lost", lost.append)
+    scheduler.every(
+        "renewed", "1h", first_call_slow, jitter=0, max_late="2h", retry=Retry(3, "200ms", "1s")
+    )
+    await scheduler.start()
+    try:
+        await _until(lambda: len(handler.calls) == 3)
+        for _ in range(200):
+            records = await scheduler.history("renewed", 10)
+            if records and records[0].status == "ok":
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await scheduler.stop()
+    assert beats
+    assert beats[0] < handler.calls[0][1], "a renewal was in flight at the failure"
+    assert False in answers, "the store refused the renewal of attempt 1"
+    records = sorted(await scheduler.history("renewed", 10), key=lambda r: r.attempt)
+    assert [(r.attempt, r.status) for r in records] == [(1, "error"), (2, "error"), (3, "ok")]
+    assert lost == []
 
 
 async def test_only_listed_errors_are_retried() -> None:

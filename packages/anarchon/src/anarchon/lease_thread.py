@@ -166,7 +166,9 @@ class LeaseThread:
         self._post(self.on_error, (held, None))
         lease_until = sent + self.local_lease_s
         refused: list[Run] = []
-        for run, ok in zip(held, answers):  # noqa: B905 - a short answer renews fewer leases
+        for run, key, ok in zip(held, keys, answers):  # noqa: B905 - a short answer renews fewer
+            if run.token != key.token:
+                continue  # a retry started the run's next attempt meanwhile (a new lease)
             if ok:
                 if run.holds_lease:
                     run.lease_until = lease_until

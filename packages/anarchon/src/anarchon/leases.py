@@ -227,9 +227,9 @@ class LeaseKeeper:
             self.policy.recovered()
         lease_until = sent + self.local_lease_s
         refused: list[Run] = []
-        for run, ok in zip(runs, answers):  # noqa: B905 - a short answer renews fewer leases
-            if not run.holds_lease:
-                continue
+        for run, key, ok in zip(runs, keys, answers):  # noqa: B905 - a short answer renews fewer
+            if not run.holds_lease or run.token != key.token:
+                continue  # ended, or a retry started its next attempt meanwhile (a new lease)
             if ok:
                 run.lease_until = lease_until
             elif run.phase is Phase.RUNNING:
@@ -280,6 +280,8 @@ class LeaseKeeper:
             raise
         except Exception:
             return False
+        if run.token != key.token:
+            return False  # asked for an attempt that a retry has ended meanwhile
         if not ok and run.phase is Phase.RUNNING:
             self.lose(run, "the store says this attempt no longer holds the lease")
         return ok is True and run.holds_lease
