@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -97,7 +98,7 @@ async def test_a_heartbeat_answered_after_the_retry_does_not_end_the_next_attemp
         answers.append(await renew(job, slot, token, lease_ms))
         return answers[-1]
 
-    async def slow_renewals(keys: list[RunKey], lease_ms: int) -> list[bool]:
+    async def slow_renewals(keys: Sequence[RunKey], lease_ms: int) -> list[bool]:
         return [await slow_renewal(k.job, k.slot, k.token, lease_ms) for k in keys]
 
     runs.heartbeat = slow_renewal  # type: ignore[method-assign]
