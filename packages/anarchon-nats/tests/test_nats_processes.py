@@ -47,7 +47,7 @@ def test_skewed_instance_clocks_follow_the_server_clock(nats_url: str, tmp_path:
         url,
         tmp_path=tmp_path,
         processes=4,
-        window_s=20.0,
+        window_s=12.0,
         every_ms=500,
         jitter_ms=0,
         job="skewed",
