@@ -246,8 +246,8 @@ class RedisRaw(Raw):
 
     @staticmethod
     def _check(reply: Any) -> None:
-        """Every item of one call's reply (one answer per item) must be won."""
-        if any(answer[0] != b"won" for answer in reply):
+        """Every item of one call's reply (one answer per item) must be won (an integer)."""
+        if any(type(answer) is not int for answer in reply):
             raise AssertionError(reply[:3])
 
     async def single(self, part: Sequence[Item]) -> None:

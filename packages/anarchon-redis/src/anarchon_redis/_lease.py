@@ -78,6 +78,13 @@ HISTORY_SLACK = 16
 """Extra records read beyond ``2 * limit`` (claims are stored in claim order, not slot order)."""
 
 
+def _claim_outcome(reply: Any, claim: RunClaim) -> ClaimOutcome:
+    """The claim script's answer to ``claim``."""
+    if type(reply) is int:  # the common answer, won as attempt 1: only the lease's end
+        return ClaimOutcome("won", 1, claim.instance_id, reply)
+    return _outcome(reply)
+
+
 def _outcome(reply: Any) -> ClaimOutcome:
     kind = text(reply[0])
     if kind in ("late", "none", "early"):
@@ -203,7 +210,7 @@ class LeaseRuntime(Runtime):
         """
         claims = [RunClaim.plain(i) for i in inputs]
         outcomes = await self.runs.raw_claims(claims)
-        return [text(r[0]) == "won" or int(r[4]) == 1 for r in outcomes]
+        return [type(r) is int or text(r[0]) == "won" or int(r[4]) == 1 for r in outcomes]
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append a manual claim record to the job's ``runs`` stream (no de-duplication)."""
@@ -340,11 +347,12 @@ class RedisRunStore(RunStore):
 
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
         """Walk the claim tree of docs/leases.md in one script and return its outcome."""
-        return _outcome((await self.raw_claims((claim,)))[0])
+        return _claim_outcome((await self.raw_claims((claim,)))[0], claim)
 
     async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
         """:meth:`claim` for each item, in a few script calls; answers in request order."""
-        return [_outcome(r) for r in await self.raw_claims(claims)]
+        replies = await self.raw_claims(claims)
+        return [_claim_outcome(r, c) for r, c in zip(replies, claims, strict=True)]
 
     async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
         """Extend the lease to server time + ``lease_ms`` if ``token`` still owns the run."""

@@ -274,10 +274,12 @@ _CLAIM = r"""
 --       history_ttl_ms ('' = none), early_ms ('' = none), overlap_wait (0/1: an
 --       overlap answer writes nothing);
 --       then per claim: slot, token, deadline ('' = none), profile (1..P)
--- Returns per claim {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)}.
--- A won claim costs one HGET, one HMGET and one HSET (state, `~act`, `~n`):
--- the run's state is its claim record (history reads the runs `~act` lists).
--- A losing claim costs one HGET.
+-- Returns per claim {kind, attempt, runner, lease_expires_at, stored token is ours (0/1)},
+-- or, for the common answer (won, attempt 1, this claim's instance), only the
+-- lease's end as an integer.
+-- A claim reads the run's state and the bookkeeping fields in one HMGET; a
+-- won claim writes state, `~act` and `~n` in one HSET: the run's state is its
+-- claim record (history reads the runs `~act` lists).
 local now = now_ms()
 local now_s = int(now)
 local profiles = {}
@@ -286,25 +288,26 @@ for p = 1, np do
   local b = 1 + (p - 1) * 10
   local lease_ms = tonumber(ARGV[b + 2])
   profiles[p] = {instance = ARGV[b + 1], jinstance = jstr(ARGV[b + 1]), lease_ms = lease_ms,
-                 lease_s = int(now + lease_ms), max_s = ARGV[b + 3], max = tonumber(ARGV[b + 3]),
+                 lease_s = int(now + lease_ms), lease_end = now + lease_ms,
+                 max_s = ARGV[b + 3], max = tonumber(ARGV[b + 3]),
                  overlap = ARGV[b + 4] == '1', create = ARGV[b + 5] == '1',
                  size = tonumber(ARGV[b + 6]), keep = tonumber(ARGV[b + 7]),
                  ttl = opt(ARGV[b + 8]), early = opt(ARGV[b + 9]), wait = ARGV[b + 10] == '1'}
 end
 
--- The bookkeeping fields a write needs: `~act`, the next `~n`, `~ttl`. Read
--- only by the claims that write (a losing claim reads the run's state alone).
-local function bookkeeping(state)
-  local got = redis.call('HMGET', state, '~act', '~n', '~ttl')
-  return got[1] or '', (tonumber(got[2] or '0') or 0) + 1, tonumber(got[3] or '0') or 0
+-- The bookkeeping fields a write needs, read with the run's state:
+-- `~act`, the next `~n`, `~ttl`.
+local function bookkeeping(got)
+  return got[2] or '', (tonumber(got[3] or '0') or 0) + 1, tonumber(got[4] or '0') or 0
 end
 
 local function claim(k, slot_s, token, deadline, p)
   local state, runs, results = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
   local slot, instance, max_attempts = tonumber(slot_s), p.instance, p.max
-  local raw = redis.call('HGET', state, slot_s)
+  local got = redis.call('HMGET', state, slot_s, '~act', '~n', '~ttl')
+  local raw = got[1]
   if not raw then
-    local act, count, ttl_due = bookkeeping(state)
+    local act, count, ttl_due = bookkeeping(got)
     local function trim(new_act)
       tick(state, runs, results, now, p.size, p.keep, p.ttl, count, ttl_due, new_act)
     end
@@ -340,7 +343,7 @@ local function claim(k, slot_s, token, deadline, p)
                  .. p.lease_s .. ',"b":' .. now_s .. ',"m":' .. p.max_s .. ',"x":0}',
                '~act', new_act, '~n', count)
     trim(new_act)
-    return {'won', 1, instance, now + p.lease_ms, 1}
+    return p.lease_end
   end
   local r = decode_state(raw)
   local mine = 0
@@ -355,7 +358,7 @@ local function claim(k, slot_s, token, deadline, p)
   end
   if r.s ~= 'running' or mine == 1 then return {'done', r.a, r.r, r.l, mine} end
   if r.l > now then return {'running', r.a, r.r, r.l, 0} end
-  local act, count, ttl_due = bookkeeping(state)
+  local act, count, ttl_due = bookkeeping(got)
   if r.a < max_attempts then
     if r.x == 0 then
       add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(r.l, r.b), r.a, 'lease_lost')

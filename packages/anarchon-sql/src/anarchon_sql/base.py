@@ -300,6 +300,17 @@ def _lease_state(row: Row) -> ModelState:
     )
 
 
+def _finish_params(chunk: Sequence[RunFinish]) -> tuple[list[Any], ...]:
+    """The arrays of a chunk's finishes: jobs, slots, tokens, statuses, errors."""
+    return (
+        [f.job for f in chunk],
+        [int(f.slot) for f in chunk],
+        [f.token for f in chunk],
+        [f.status for f in chunk],
+        [f.error for f in chunk],
+    )
+
+
 def _outcome(row: Row) -> ClaimOutcome:
     kind, attempt, runner, lease, _token = row
     return ClaimOutcome(
@@ -374,19 +385,40 @@ class SqlRunStore(RunStore):
         answers: list[bool] = []
         for chunk in _chunks(finishes, b.batch_size):
             if b._finish_many_sql is not None:
-                params = (
-                    [f.job for f in chunk],
-                    [int(f.slot) for f in chunk],
-                    [f.token for f in chunk],
-                    [f.status for f in chunk],
-                    [f.error for f in chunk],
-                )
-                rows = await b._statement(client, b._finish_many_sql, params)
+                rows = await b._statement(client, b._finish_many_sql, _finish_params(chunk))
                 by_index = {int(i): bool(done) for i, done in rows}
                 answers += [by_index[i + 1] for i in range(len(chunk))]
             else:
                 answers += await b._in_transaction(
                     client, functools.partial(b._finish_chunk_tx, chunk=chunk)
+                )
+        return answers
+
+    @store_call
+    async def finish_and_save_many(
+        self, finishes: Sequence[RunFinish], writes: Sequence[ResultWrite]
+    ) -> list[bool]:
+        """``finish()`` for each item and, if it answered True, ``save_result()`` of its write.
+
+        One statement (PostgreSQL) or one transaction (SQLite) per chunk, so a
+        finished run and its result are committed together.
+        """
+        b = self._backend
+        client = await b._ready()
+        answers: list[bool] = []
+        size = b.batch_size
+        for first in range(0, len(finishes), size):
+            chunk = finishes[first : first + size]
+            results = writes[first : first + size]
+            if b._finish_save_many_sql is not None:
+                params = (*_finish_params(chunk), *b._save_params(results))
+                rows = await b._statement(client, b._finish_save_many_sql, params)
+                by_index = {int(i): bool(done) for i, done in rows}
+                answers += [by_index[i + 1] for i in range(len(chunk))]
+            else:
+                answers += await b._in_transaction(
+                    client,
+                    functools.partial(b._finish_save_chunk_tx, chunk=chunk, writes=results),
                 )
         return answers
 
@@ -524,6 +556,7 @@ class SqlBackend(Backend):
         self._heartbeat_many_sql = prepared(dialect.heartbeat_many_statement(self.tables))
         self._finish_many_sql = prepared(dialect.finish_many_statement(self.tables))
         self._save_many_sql = prepared(dialect.save_many_statement(self.tables))
+        self._finish_save_many_sql = prepared(dialect.finish_save_many_statement(self.tables))
         self.runs = SqlRunStore(self)
         self._client: SqlClient | None = None
         self._owned = False
@@ -981,14 +1014,27 @@ class SqlBackend(Backend):
         return answers
 
     async def _finish_chunk_tx(self, tx: SqlClient, chunk: Sequence[RunFinish]) -> list[bool]:
+        return [await self._finish_tx(tx, f) for f in chunk]
+
+    async def _finish_tx(self, tx: SqlClient, f: RunFinish) -> bool:
+        """``finish()``'s statements: True if ``f.token`` finished the run (now or before)."""
         s = self._sql
-        answers: list[bool] = []
-        for f in chunk:
-            if await tx.all(s.finish, (f.status, f.error, f.job, int(f.slot), f.token)):
-                answers.append(True)
-                continue
-            rows = await tx.all(s.state_of, (f.job, int(f.slot), f.token))
-            answers.append(bool(rows) and rows[0][0] == "finished")
+        if await tx.all(s.finish, (f.status, f.error, f.job, int(f.slot), f.token)):
+            return True
+        rows = await tx.all(s.state_of, (f.job, int(f.slot), f.token))
+        return bool(rows) and rows[0][0] == "finished"
+
+    async def _finish_save_chunk_tx(
+        self, tx: SqlClient, chunk: Sequence[RunFinish], writes: Sequence[ResultWrite]
+    ) -> list[bool]:
+        answers = [False] * len(chunk)
+        for i in _by_job([f.job for f in chunk]):
+            answers[i] = await self._finish_tx(tx, chunk[i])
+            if answers[i]:
+                w = writes[i]
+                await self._save_tx(
+                    tx, w.job, w.result, w.history_size, w.history_ttl_ms, finished=True
+                )
         return answers
 
     async def _save_chunk_tx(self, tx: SqlClient, chunk: Sequence[ResultWrite]) -> None:
@@ -1218,10 +1264,13 @@ class SqlBackend(Backend):
         result: StoredResult,
         history_size: int,
         history_ttl_ms: int | None,
+        *,
+        finished: bool = False,
     ) -> None:
+        """Store a result and trim history (``finished``: its lease run was finished just now)."""
         s = self._sql
         slot = int(result.slot)
-        if not result.manual and result.status != "running":
+        if not finished and not result.manual and result.status != "running":
             await tx.all(s.finish_plain, (result.status, result.error, job, slot, result.token))
         await tx.all(
             s.upsert_result,

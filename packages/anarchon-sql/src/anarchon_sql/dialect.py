@@ -252,6 +252,15 @@ class SqlDialect:
         """
         return None
 
+    def finish_save_many_statement(self, table: Callable[[str], str]) -> str | None:
+        """One statement finishing a chunk of runs and saving the results of those it finished.
+
+        Parameters: the arrays of :meth:`finish_many_statement`, then those of
+        :meth:`save_many_statement`. Rows: ``(index, answer)`` as
+        :meth:`finish_many_statement`. None: one transaction per chunk.
+        """
+        return None
+
     def save_many_statement(self, table: Callable[[str], str]) -> str | None:
         """One statement saving a chunk of results, or None for one transaction of saves.
 

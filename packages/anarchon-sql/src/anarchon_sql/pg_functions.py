@@ -12,7 +12,9 @@
   statistics: 25 s for 2,000 finishes);
 - ``<prefix>save_many_v1(arrays...)``: ``SqlBackend.save_result``'s
   transaction for each item of a chunk (finish a plain claim's state, upsert
-  the result, count the save, trim history), in one call.
+  the result, count the save, trim history), in one call;
+- ``<prefix>finish_save_many_v1(arrays...)``: per item the finish and, if it
+  answered True, the save (``RunStore.finish_and_save_many``), in one call.
 
 Every batch function takes each item's job lock (``pg_advisory_xact_lock``)
 before touching its rows, in one global order (the lock key, then the slot),
@@ -29,11 +31,13 @@ __all__ = [
     "CLAIM_FUNCTION",
     "CLAIM_MANY_FUNCTION",
     "FINISH_MANY_FUNCTION",
+    "FINISH_SAVE_MANY_FUNCTION",
     "HEARTBEAT_MANY_FUNCTION",
     "SAVE_MANY_FUNCTION",
     "claim_function",
     "claim_many_function",
     "finish_many_function",
+    "finish_save_many_function",
     "heartbeat_many_function",
     "save_many_function",
 ]
@@ -43,6 +47,7 @@ CLAIM_MANY_FUNCTION = "claim_many_v3"
 SAVE_MANY_FUNCTION = "save_many_v1"
 HEARTBEAT_MANY_FUNCTION = "heartbeat_many_v1"
 FINISH_MANY_FUNCTION = "finish_many_v1"
+FINISH_SAVE_MANY_FUNCTION = "finish_save_many_v1"
 
 
 def claim_function(table: Callable[[str], str], now: str) -> str:
@@ -245,14 +250,8 @@ END
 $anarchon$"""
 
 
-def save_many_function(table: Callable[[str], str], now: str) -> str:
-    """``save_many_v1``: ``SqlBackend._save_tx`` for each item, items of one job in request order.
-
-    Each item first takes its job's lock, as a claim does, and items are
-    taken in the job locks' order (as in ``claim_many_v1``): every chunk then
-    locks jobs in one global order, and the rows of a job only under its lock. ``p_retention`` is NULL where the
-    backend has not learnt the job's limits (run state is then not trimmed).
-    """
+def _save_item(table: Callable[[str], str], now: str) -> str:
+    """The statements saving item ``i`` of the save arrays (its job lock already held)."""
     runs, claims, results, jobs = table("runs"), table("claims"), table("results"), table("jobs")
     keep = (
         "NOT EXISTS (SELECT 1 FROM {runs} AS k WHERE k.job = {t}.job AND k.slot = {t}.slot"
@@ -260,32 +259,7 @@ def save_many_function(table: Callable[[str], str], now: str) -> str:
     )
     keep_results = keep.format(runs=runs, t=results)
     keep_claims = keep.format(runs=runs, t=claims)
-    prefix = table("x")[:-1]  # the validated table prefix: safe in a literal
     return f"""
-CREATE OR REPLACE FUNCTION {table(SAVE_MANY_FUNCTION)}(
-    p_jobs text[], p_tokens text[], p_slots bigint[], p_attempts integer[], p_instances text[],
-    p_statuses text[], p_reasons text[], p_started bigint[], p_finished bigint[], p_errors text[],
-    p_manual integer[], p_sizes integer[], p_ttls bigint[], p_retention bigint[])
-RETURNS integer
-LANGUAGE plpgsql VOLATILE AS $anarchon$
-DECLARE
-    i integer;
-    n integer := 0;
-    saves bigint;
-    size integer;
-    cut bigint;
-BEGIN
-    FOR i IN
-        SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i)
-         ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), u.i
-    LOOP
-        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
-        IF p_manual[i] = 0 AND p_statuses[i] <> 'running' THEN
-            UPDATE {runs} SET status = 'finished', finished_at = {now}, outcome = p_statuses[i],
-                   error = p_errors[i]
-             WHERE job = p_jobs[i] AND slot = p_slots[i] AND token = p_tokens[i]
-               AND status = 'running';
-        END IF;
         INSERT INTO {results} (job, token, slot, attempt, instance_id, status, reason,
                                started_at, finished_at, error, manual)
         VALUES (p_jobs[i], p_tokens[i], p_slots[i], p_attempts[i], p_instances[i],
@@ -317,7 +291,50 @@ BEGIN
                AND {keep_results};
             DELETE FROM {claims} WHERE job = p_jobs[i] AND slot < {now} - p_ttls[i]
                AND {keep_claims};
-        END IF;
+        END IF;"""
+
+
+_SAVE_ARRAYS = """
+    p_jobs text[], p_tokens text[], p_slots bigint[], p_attempts integer[], p_instances text[],
+    p_statuses text[], p_reasons text[], p_started bigint[], p_finished bigint[], p_errors text[],
+    p_manual integer[], p_sizes integer[], p_ttls bigint[], p_retention bigint[]"""
+"""The parameters of ``save_many_v1`` (and the save half of ``finish_save_many_v1``)."""
+
+_SAVE_LOCALS = """
+    saves bigint;
+    size integer;
+    cut bigint;"""
+
+
+def save_many_function(table: Callable[[str], str], now: str) -> str:
+    """``save_many_v1``: ``SqlBackend._save_tx`` for each item, items of one job in request order.
+
+    Each item first takes its job's lock, as a claim does, and items are
+    taken in the job locks' order (as in ``claim_many_v1``): every chunk then
+    locks jobs in one global order, and the rows of a job only under its lock. ``p_retention`` is NULL where the
+    backend has not learnt the job's limits (run state is then not trimmed).
+    """
+    runs = table("runs")
+    prefix = table("x")[:-1]  # the validated table prefix: safe in a literal
+    return f"""
+CREATE OR REPLACE FUNCTION {table(SAVE_MANY_FUNCTION)}({_SAVE_ARRAYS})
+RETURNS integer
+LANGUAGE plpgsql VOLATILE AS $anarchon$
+DECLARE
+    i integer;
+    n integer := 0;{_SAVE_LOCALS}
+BEGIN
+    FOR i IN
+        SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i)
+         ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), u.i
+    LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
+        IF p_manual[i] = 0 AND p_statuses[i] <> 'running' THEN
+            UPDATE {runs} SET status = 'finished', finished_at = {now}, outcome = p_statuses[i],
+                   error = p_errors[i]
+             WHERE job = p_jobs[i] AND slot = p_slots[i] AND token = p_tokens[i]
+               AND status = 'running';
+        END IF;{_save_item(table, now)}
         n := n + 1;
     END LOOP;
     RETURN n;
@@ -361,17 +378,42 @@ END
 $anarchon$"""
 
 
+def _finish_item(table: Callable[[str], str], now: str, arrays: str) -> str:
+    """The statements finishing item ``i`` of the finish arrays (named ``<arrays>_jobs``, ...);
+    ``out_ok`` is the answer."""
+    runs = table("runs")
+    job, slot, token = f"{arrays}_jobs[i]", f"{arrays}_slots[i]", f"{arrays}_tokens[i]"
+    return f"""
+        UPDATE {runs} SET status = 'finished', finished_at = {now},
+               outcome = {arrays}_statuses[i], error = {arrays}_errors[i]
+         WHERE job = {job} AND slot = {slot} AND token = {token}
+           AND status = 'running' AND released = 0;
+        out_ok := FOUND;
+        IF NOT out_ok THEN
+            out_ok := EXISTS (SELECT 1 FROM {runs} AS s WHERE s.job = {job}
+                               AND s.slot = {slot} AND s.token = {token}
+                               AND s.status = 'finished');
+        END IF;"""
+
+
+def _finish_arrays(arrays: str) -> str:
+    """The finish parameters (``finish_many_v1`` keeps its ``p_`` names: a rolling deploy
+    replaces the function, and PostgreSQL refuses to rename a parameter)."""
+    return (
+        f"\n    {arrays}_jobs text[], {arrays}_slots bigint[], {arrays}_tokens text[],"
+        f" {arrays}_statuses text[], {arrays}_errors text[]"
+    )
+
+
 def finish_many_function(table: Callable[[str], str], now: str) -> str:
     """``finish_many_v1``: the single finish for each item; ``(index, answer)``.
 
     As ``SqlRunStore.finish``: True when the token's running run is finished
     now, or was already finished by the same token (a retried finish).
     """
-    runs = table("runs")
     prefix = table("x")[:-1]  # the validated table prefix: safe in a literal
     return f"""
-CREATE OR REPLACE FUNCTION {table(FINISH_MANY_FUNCTION)}(
-    p_jobs text[], p_slots bigint[], p_tokens text[], p_statuses text[], p_errors text[],
+CREATE OR REPLACE FUNCTION {table(FINISH_MANY_FUNCTION)}({_finish_arrays("p")},
     OUT out_i integer, OUT out_ok boolean)
 RETURNS SETOF record
 LANGUAGE plpgsql VOLATILE AS $anarchon$
@@ -383,16 +425,33 @@ BEGIN
          ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), p_slots[u.i], u.i
     LOOP
         PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
-        UPDATE {runs} SET status = 'finished', finished_at = {now}, outcome = p_statuses[i],
-               error = p_errors[i]
-         WHERE job = p_jobs[i] AND slot = p_slots[i] AND token = p_tokens[i]
-           AND status = 'running' AND released = 0;
-        out_i := i;
-        out_ok := FOUND;
-        IF NOT out_ok THEN
-            out_ok := EXISTS (SELECT 1 FROM {runs} AS s WHERE s.job = p_jobs[i]
-                               AND s.slot = p_slots[i] AND s.token = p_tokens[i]
-                               AND s.status = 'finished');
+        out_i := i;{_finish_item(table, now, "p")}
+        RETURN NEXT;
+    END LOOP;
+END
+$anarchon$"""
+
+
+def finish_save_many_function(table: Callable[[str], str], now: str) -> str:
+    """``finish_save_many_v1``: per item the finish of ``finish_many_v1`` and, if it answered
+    True, the save of ``save_many_v1``; ``(index, answer)``. A finished run and its result are
+    written in the same transaction (``RunStore.finish_and_save_many``)."""
+    prefix = table("x")[:-1]  # the validated table prefix: safe in a literal
+    return f"""
+CREATE OR REPLACE FUNCTION {table(FINISH_SAVE_MANY_FUNCTION)}({_finish_arrays("f")},{_SAVE_ARRAYS},
+    OUT out_i integer, OUT out_ok boolean)
+RETURNS SETOF record
+LANGUAGE plpgsql VOLATILE AS $anarchon$
+DECLARE
+    i integer;{_SAVE_LOCALS}
+BEGIN
+    FOR i IN
+        SELECT u.i FROM generate_subscripts(f_jobs, 1) AS u(i)
+         ORDER BY hashtextextended('{prefix}job:' || f_jobs[u.i], 0), f_slots[u.i], u.i
+    LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || f_jobs[i], 0));
+        out_i := i;{_finish_item(table, now, "f")}
+        IF out_ok THEN{_save_item(table, now)}
         END IF;
         RETURN NEXT;
     END LOOP;

@@ -14,7 +14,8 @@ once its transaction commits and the lock is released).
 Batches are one statement per chunk too: ``<prefix>claim_many_v3(arrays)``
 calls ``claim_v3`` for each item (in job-lock order); heartbeats, finishes
 and result writes are one call each of ``<prefix>heartbeat_many_v1``,
-``finish_many_v1`` and ``save_many_v1`` (see :mod:`anarchon_sql.pg_functions`).
+``finish_many_v1`` and ``save_many_v1``, and a run's finish with its result
+one call of ``finish_save_many_v1`` (see :mod:`anarchon_sql.pg_functions`).
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ from anarchon_sql.pg_functions import (
     CLAIM_FUNCTION,
     CLAIM_MANY_FUNCTION,
     FINISH_MANY_FUNCTION,
+    FINISH_SAVE_MANY_FUNCTION,
     HEARTBEAT_MANY_FUNCTION,
     SAVE_MANY_FUNCTION,
     claim_function,
     claim_many_function,
     finish_many_function,
+    finish_save_many_function,
     heartbeat_many_function,
     save_many_function,
 )
@@ -105,6 +108,7 @@ class PostgresDialect(SqlDialect):
             heartbeat_many_function(table, self.now_ms),
             finish_many_function(table, self.now_ms),
             save_many_function(table, self.now_ms),
+            finish_save_many_function(table, self.now_ms),
         ]
 
     def claim_statement(self, table: Callable[[str], str]) -> str:
@@ -142,6 +146,17 @@ class PostgresDialect(SqlDialect):
         return (
             f"SELECT out_i, out_ok FROM {table(FINISH_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
             " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]))"
+        )
+
+    def finish_save_many_statement(self, table: Callable[[str], str]) -> str:
+        """``SELECT ... FROM <prefix>finish_save_many_v1(arrays)``: ``(index, answer)`` rows."""
+        return (
+            f"SELECT out_i, out_ok FROM {table(FINISH_SAVE_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
+            " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]),"
+            " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS INTEGER[]),"
+            " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"
+            " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS INTEGER[]), CAST(? AS INTEGER[]),"
+            " CAST(? AS BIGINT[]), CAST(? AS BIGINT[]))"
         )
 
     def save_many_statement(self, table: Callable[[str], str]) -> str:

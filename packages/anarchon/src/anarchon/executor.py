@@ -89,7 +89,7 @@ class RunExecutor:
             ctx.owner_check = functools.partial(check, run)
             ctx.loop = asyncio.get_running_loop()
         run.ctx = ctx
-        self.active[(job.name, run.slot)] = run
+        self.active[run.key] = run
         if run.fire_at > self.now_ms():  # claimed ahead: the handler starts at its fire time
             self._wait(run)
             return

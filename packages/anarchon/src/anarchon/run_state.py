@@ -65,6 +65,7 @@ class Run:
         "exception",
         "fire_at",
         "job",
+        "key",
         "lease_until",
         "leased",
         "phase",
@@ -82,6 +83,8 @@ class Run:
     def __init__(self, job: Job, slot: int, token: str, deadline_ms: int, *, leased: bool) -> None:
         self.job = job
         self.slot = slot
+        self.key = (job.name, slot)
+        """``(job, slot)``: the run's key in the executor's ``active``."""
         self.token = token
         self.deadline_ms = deadline_ms
         """Store time after which a claim that would create the run is late."""
@@ -115,11 +118,6 @@ class Run:
         """True while a won run waits for its ``fire_at`` (its handler has not started)."""
         self.abandoned = False
         """Set by ``stop()`` when it stops waiting for a handler that still lives."""
-
-    @property
-    def key(self) -> tuple[str, int]:
-        """``(job, slot)``."""
-        return (self.job.name, self.slot)
 
     @property
     def holds_lease(self) -> bool:
