@@ -5,7 +5,8 @@ answered ``overlap``. That live run may only be waiting for its ``finish()``
 to land (a slow link, a retried call): its handler is over. So a claim is
 first sent with :attr:`~anarchon.RunClaim.overlap_wait` (the store writes
 nothing on ``overlap``), and :class:`OverlapWait` re-claims the slot with the
-same token every ``interval`` until the blocking run has ended (the claim is
+same token every ``interval`` (more often when the slot's time is short:
+a quarter of what is left, at least :data:`MIN_RECHECK_MS`) until the blocking run has ended (the claim is
 then won, or another instance won it) or the slot's time is up: the slot's
 deadline less one call timeout, or the job's next slot, whichever is first.
 Only then is a last claim sent without ``overlap_wait``, which writes the
@@ -27,7 +28,12 @@ from anarchon.clock import Clock
 from anarchon.run_state import Phase, Run
 from anarchon.tasks import TaskSet
 
-__all__ = ["OverlapWait", "recheck_interval_ms"]
+__all__ = ["MIN_RECHECK_MS", "OverlapWait", "recheck_interval_ms"]
+
+
+MIN_RECHECK_MS = 10
+"""The shortest pause between two re-checks of one slot; a slot with less time left gets its
+last claim at once."""
 
 
 def recheck_interval_ms(heartbeat_ms: int) -> int:
@@ -62,8 +68,11 @@ class OverlapWait:
         """The scheduler's ``claim_ahead``: the next slot is claimed up to this long before it."""
         self.waits = 0
         """How many ``overlap`` answers were re-checked (instead of written ``skipped``)."""
-        self._waiting: dict[Run, int] = {}
-        """Each waiting run and the store time by which its last claim goes out."""
+        self._waiting: dict[Run, tuple[int, int]] = {}
+        """Each waiting run: the store time by which its last claim goes out, and of its next."""
+        self._next_check = 0
+        """Store time the loop wakes at (an earlier check wakes it sooner)."""
+        self._wake: asyncio.Future[None] | None = None
         self._task: asyncio.Task[object] | None = None
         self._stopped = False
         self._now: list[Run] = []
@@ -106,7 +115,8 @@ class OverlapWait:
                 end,
                 extra={"job": run.job.name, "slot": run.slot},
             )
-        if self.store_now() + self.interval_ms >= end:
+        now = self.store_now()
+        if now + MIN_RECHECK_MS >= end:
             self._last(run)
             # A wave of overlap answers (thousands of jobs due together) goes
             # back to the claim batcher as one list, not one claim each.
@@ -114,9 +124,14 @@ class OverlapWait:
                 asyncio.get_running_loop().call_soon(self._submit_now)
             self._now.append(run)
             return
-        self._waiting[run] = end
+        # A slot with little time left (a job every few hundred ms) is re-checked
+        # more often: a quarter of what is left, so it still sees the older run end.
+        check_at = now + min(self.interval_ms, max(MIN_RECHECK_MS, (end - now) // 4))
+        self._waiting[run] = (end, check_at)
         if self._task is None or self._task.done():
             self._task = self.tasks.spawn(self._loop(), "anarchon-overlap-wait")
+        elif check_at < self._next_check:
+            self._poke()
 
     def _submit_now(self) -> None:
         runs, self._now = self._now, []
@@ -138,15 +153,30 @@ class OverlapWait:
         """The next claim of ``run`` records the skip if the overlap still holds."""
         run.wait_overlap = False
 
+    def _poke(self) -> None:
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._waiting:
-            await self.clock.sleep(self.interval_ms / 1000)
+            self._next_check = min(check_at for _end, check_at in self._waiting.values())
+            self._wake = wake = loop.create_future()
+            delay_s = max(0, self._next_check - self.store_now()) / 1000
+            sleeper = loop.create_task(self.clock.sleep(delay_s))  # the Clock: tests move it
+            try:
+                await asyncio.wait((sleeper, wake), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                self._wake = None
             if self._stopped:
                 return
-            due = list(self._waiting.items())
-            self._waiting.clear()
-            soon = self.store_now() + self.interval_ms
-            for run, end in due:
-                if soon >= end:
+            now = self.store_now()
+            due = [run for run, (_end, check_at) in self._waiting.items() if check_at <= now]
+            for run in due:
+                end, _check_at = self._waiting.pop(run)
+                if now + MIN_RECHECK_MS >= end:
                     self._last(run)
-            self.submit([run for run, _ in due])
+            if due:
+                self.submit(due)

@@ -1,0 +1,41 @@
+"""Overlap answers are re-checked until the slot's time is up (docs/leases.md, "A run ends when
+its handler ends"), also for a job whose slots are only a few hundred ms apart."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from anarchon import MemoryBackend, RunContext, Scheduler
+from anarchon.events import Event
+
+
+async def test_a_short_gap_slot_waits_for_the_run_before_it_instead_of_skipping() -> None:
+    """Every 200 ms, each handler 170 ms: the next slot is claimed (50 ms ahead) while its
+    predecessor still runs. It is re-checked until the predecessor ends, then runs: no slot is
+    skipped and no two handlers are alive together (overlap=False)."""
+    intervals: list[tuple[int, float, float]] = []
+    skipped: list[Event] = []
+
+    async def slow(ctx: RunContext) -> None:
+        begin = time.monotonic()
+        await asyncio.sleep(0.17)
+        intervals.append((ctx.slot, begin, time.monotonic()))
+
+    scheduler = Scheduler(MemoryBackend(), instance_id="a")
+    scheduler.on("skipped", skipped.append)
+    scheduler.every("tight", "200ms", slow, jitter=0)
+    async with scheduler:
+        await asyncio.sleep(2.5)
+    slots = sorted(slot for slot, _b, _e in intervals)
+    # The first slot is the current one at start: it may start up to 200 ms late and then
+    # truly outlive the next slot's time. From the slot after that on, nothing is skipped.
+    settled = slots[0] + 400
+    assert [e.slot for e in skipped if e.slot >= settled] == []
+    steady = [s for s in slots if s >= settled]
+    assert len(steady) >= 8
+    assert steady == list(range(settled, steady[-1] + 200, 200)), "a slot was skipped"
+    ordered = sorted(intervals, key=lambda i: i[1])
+    for (_s1, _b1, end), (_s2, begin, _e2) in itertools.pairwise(ordered):
+        assert begin >= end, "two runs of the job were alive together"
