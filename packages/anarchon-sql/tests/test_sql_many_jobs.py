@@ -50,6 +50,19 @@ def _parse(outs: list[Path], result_of: dict[str, FleetResult]) -> tuple[list[in
     return starts, stops
 
 
+def _end_once_started(outs: list[Path], until_file: Path, began: float) -> None:
+    """Once every worker wrote its ``start`` (within ``STARTUP_S``), end them ``WINDOW_S`` (and a
+    margin) later instead of at the fixed end given at launch."""
+    while time.monotonic() - began < STARTUP_S:
+        started = sum(1 for out in outs if out.exists() and out.read_text().startswith("start "))
+        if started == len(outs):
+            partial = until_file.with_suffix(".tmp")
+            partial.write_text(str(int((time.time() + WINDOW_S + 3) * 1000)))
+            partial.replace(until_file)  # atomic: a worker never reads half a number
+            return
+        time.sleep(0.2)
+
+
 async def _histories(reader: Backend, jobs: list[str], limit: int) -> dict[str, list[RunRecord]]:
     await reader.init()
     try:
@@ -62,6 +75,7 @@ def _many_jobs(url: str, reader: Backend, tmp_path: Path) -> None:
     until_ms = int((time.time() + STARTUP_S + WINDOW_S + 8) * 1000)
     outs = [tmp_path / f"many-{i}.txt" for i in range(PROCESSES)]
     errs = [tmp_path / f"many-{i}.err" for i in range(PROCESSES)]
+    until_file = tmp_path / "until.txt"
     procs = []
     began = time.monotonic()
     try:
@@ -78,6 +92,7 @@ def _many_jobs(url: str, reader: Backend, tmp_path: Path) -> None:
                             "1s",
                             str(until_ms),
                             str(outs[i]),
+                            str(until_file),
                         ],
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
@@ -85,6 +100,7 @@ def _many_jobs(url: str, reader: Backend, tmp_path: Path) -> None:
                         start_new_session=True,
                     )
                 )
+        _end_once_started(outs, until_file, began)
         deadline = time.monotonic() + STARTUP_S + WINDOW_S + 60
         for proc in procs:
             try:
