@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from anarchon.backend import Backend
-from anarchon.testing.fleet import FleetResult, FleetRun
+from anarchon.testing.fleet import EDGE_SLOTS, FleetResult, FleetRun
 from anarchon.types import RunRecord
 from anarchon_sql import PostgresBackend, SqliteBackend
 
@@ -51,13 +51,14 @@ def _parse(outs: list[Path], result_of: dict[str, FleetResult]) -> tuple[list[in
 
 
 def _end_once_started(outs: list[Path], until_file: Path, began: float) -> None:
-    """Once every worker wrote its ``start`` (within ``STARTUP_S``), end them ``WINDOW_S`` (and a
-    margin) later instead of at the fixed end given at launch."""
+    """Once every worker wrote its ``start`` (within ``STARTUP_S``), end them ``WINDOW_S`` (and
+    the edge slots' margin) later instead of at the fixed end given at launch."""
     while time.monotonic() - began < STARTUP_S:
         started = sum(1 for out in outs if out.exists() and out.read_text().startswith("start "))
         if started == len(outs):
             partial = until_file.with_suffix(".tmp")
-            partial.write_text(str(int((time.time() + WINDOW_S + 3) * 1000)))
+            margin_s = 2 + 2 * EDGE_SLOTS * EVERY_MS / 1000  # the edge slots are not checked
+            partial.write_text(str(int((time.time() + WINDOW_S + margin_s) * 1000)))
             partial.replace(until_file)  # atomic: a worker never reads half a number
             return
         time.sleep(0.2)
