@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from anarchon.batching import per_item
 from anarchon.clock import Clock
 from anarchon.errors import BackendError
 from anarchon.events import NO_EVENTS, EventBus, job_zone
@@ -168,8 +169,8 @@ class ClaimBatcher:
                 )  # done, none, late, early, or a kind this version does not know
         if early:
             self._early(runs[0], early)
-        for run in released:
-            await self._release(run)
+        if released:  # together, not one round trip after another (a wave won during stop)
+            await per_item(self._release, released)
 
     def _early(self, run: Run, count: int) -> None:
         """The store refused slots ahead of its clock: log once, re-sync the clock."""
