@@ -9,7 +9,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from anarchon import Backend, InvalidJobError, MemoryBackend, Retry, RunContext, RunKey, Scheduler
+from anarchon import (
+    Backend,
+    InvalidJobError,
+    MemoryBackend,
+    Retry,
+    RunContext,
+    RunKey,
+    RunRecord,
+    Scheduler,
+)
 from anarchon.errors import UnsupportedError
 from plain_backend import PlainBackend
 
@@ -38,6 +47,22 @@ async def _until(predicate: Any, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.01)
 
 
+async def _three_attempts(scheduler: Scheduler, handler: FailsTwice, job: str) -> list[RunRecord]:
+    """Run ``scheduler`` until ``handler`` was called three times and the run's end is stored;
+    the job's history by attempt."""
+    await scheduler.start()
+    try:
+        await _until(lambda: len(handler.calls) == 3)
+        for _ in range(200):
+            records = await scheduler.history(job, 10)
+            if records and records[0].status == "ok":
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await scheduler.stop()
+    return sorted(await scheduler.history(job, 10), key=lambda r: r.attempt)
+
+
 def _backends() -> list[tuple[str, Any]]:
     return [
         ("memory-native", lambda: MemoryBackend()),
@@ -53,17 +78,7 @@ async def test_fails_twice_then_succeeds_shows_three_attempts(kind: str, make: A
     options: dict[str, Any] = FAST if backend.runs is not None else {}
     scheduler = Scheduler(backend, instance_id="a", **options)
     scheduler.every("flaky", "1h", handler, jitter=0, max_late="2h", retry=Retry(3, "200ms", "1s"))
-    await scheduler.start()
-    try:
-        await _until(lambda: len(handler.calls) == 3)
-        for _ in range(200):
-            records = await scheduler.history("flaky", 10)
-            if records and records[0].status == "ok":
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        await scheduler.stop()
-    records = sorted(await scheduler.history("flaky", 10), key=lambda r: r.attempt)
+    records = await _three_attempts(scheduler, handler, "flaky")
     assert [(r.attempt, r.status) for r in records] == [(1, "error"), (2, "error"), (3, "ok")]
     assert records[0].error == "RuntimeError: boom 1"
     assert records[1].error == "RuntimeError: boom 2"
@@ -116,20 +131,10 @@ async def test_a_heartbeat_answered_after_the_retry_does_not_end_the_next_attemp
     scheduler.every(
         "renewed", "1h", first_call_slow, jitter=0, max_late="2h", retry=Retry(3, "200ms", "1s")
     )
-    await scheduler.start()
-    try:
-        await _until(lambda: len(handler.calls) == 3)
-        for _ in range(200):
-            records = await scheduler.history("renewed", 10)
-            if records and records[0].status == "ok":
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        await scheduler.stop()
+    records = await _three_attempts(scheduler, handler, "renewed")
     assert beats
     assert beats[0] < handler.calls[0][1], "a renewal was in flight at the failure"
     assert False in answers, "the store refused the renewal of attempt 1"
-    records = sorted(await scheduler.history("renewed", 10), key=lambda r: r.attempt)
     assert [(r.attempt, r.status) for r in records] == [(1, "error"), (2, "error"), (3, "ok")]
     assert lost == []
 

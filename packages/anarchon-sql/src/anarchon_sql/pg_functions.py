@@ -250,6 +250,19 @@ END
 $anarchon$"""
 
 
+def _each_item_locked(prefix: str, arrays: str, *, by_slot: bool) -> str:
+    """``FOR i IN ... LOOP`` over the items of ``<arrays>_jobs`` in the job locks' order (then the
+    slot's, with ``by_slot``, then request order), taking each item's job lock first."""
+    jobs, slots = f"{arrays}_jobs", f"{arrays}_slots"
+    order = f"{slots}[u.i], u.i" if by_slot else "u.i"
+    return f"""
+    FOR i IN
+        SELECT u.i FROM generate_subscripts({jobs}, 1) AS u(i)
+         ORDER BY hashtextextended('{prefix}job:' || {jobs}[u.i], 0), {order}
+    LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || {jobs}[i], 0));"""
+
+
 def _save_item(table: Callable[[str], str], now: str) -> str:
     """The statements saving item ``i`` of the save arrays (its job lock already held)."""
     runs, claims, results, jobs = table("runs"), table("claims"), table("results"), table("jobs")
@@ -323,12 +336,7 @@ LANGUAGE plpgsql VOLATILE AS $anarchon$
 DECLARE
     i integer;
     n integer := 0;{_SAVE_LOCALS}
-BEGIN
-    FOR i IN
-        SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i)
-         ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), u.i
-    LOOP
-        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
+BEGIN{_each_item_locked(prefix, "p", by_slot=False)}
         IF p_manual[i] = 0 AND p_statuses[i] <> 'running' THEN
             UPDATE {runs} SET status = 'finished', finished_at = {now}, outcome = p_statuses[i],
                    error = p_errors[i]
@@ -361,12 +369,7 @@ RETURNS SETOF record
 LANGUAGE plpgsql VOLATILE AS $anarchon$
 DECLARE
     i integer;
-BEGIN
-    FOR i IN
-        SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i)
-         ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), p_slots[u.i], u.i
-    LOOP
-        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
+BEGIN{_each_item_locked(prefix, "p", by_slot=True)}
         UPDATE {runs} SET lease_expires_at = {now} + p_lease_ms
          WHERE job = p_jobs[i] AND slot = p_slots[i] AND token = p_tokens[i]
            AND status = 'running' AND released = 0;
@@ -419,12 +422,7 @@ RETURNS SETOF record
 LANGUAGE plpgsql VOLATILE AS $anarchon$
 DECLARE
     i integer;
-BEGIN
-    FOR i IN
-        SELECT u.i FROM generate_subscripts(p_jobs, 1) AS u(i)
-         ORDER BY hashtextextended('{prefix}job:' || p_jobs[u.i], 0), p_slots[u.i], u.i
-    LOOP
-        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || p_jobs[i], 0));
+BEGIN{_each_item_locked(prefix, "p", by_slot=True)}
         out_i := i;{_finish_item(table, now, "p")}
         RETURN NEXT;
     END LOOP;
@@ -444,12 +442,7 @@ RETURNS SETOF record
 LANGUAGE plpgsql VOLATILE AS $anarchon$
 DECLARE
     i integer;{_SAVE_LOCALS}
-BEGIN
-    FOR i IN
-        SELECT u.i FROM generate_subscripts(f_jobs, 1) AS u(i)
-         ORDER BY hashtextextended('{prefix}job:' || f_jobs[u.i], 0), f_slots[u.i], u.i
-    LOOP
-        PERFORM pg_advisory_xact_lock(hashtextextended('{prefix}job:' || f_jobs[i], 0));
+BEGIN{_each_item_locked(prefix, "f", by_slot=True)}
         out_i := i;{_finish_item(table, now, "f")}
         IF out_ok THEN{_save_item(table, now)}
         END IF;
