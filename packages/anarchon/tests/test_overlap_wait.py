@@ -1,5 +1,5 @@
-"""Overlap answers are re-checked until the slot's time is up (docs/leases.md, "A run ends when
-its handler ends"), also for a job whose slots are only a few hundred ms apart."""
+"""Overlap answers are re-checked until the slot's time is up, also for a job whose slots are
+only a few hundred ms apart (docs/leases.md, "A run ends when its handler ends")."""
 
 from __future__ import annotations
 
