@@ -149,10 +149,7 @@ class ClaimBatcher:
         for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
             kind = outcome.kind
             if kind == "won":
-                # Won while stopping: a slot claimed ahead runs like the others claimed ahead
-                # (at its fire time, within stop_grace: docs/operations.md, "Claiming ahead");
-                # any other is handed over at once.
-                if self.stopping and not run.fire_at:
+                if self.stopping:  # won while stopping: handed over at once (released)
                     run.attempt = outcome.attempt
                     released.append(run)
                 else:
