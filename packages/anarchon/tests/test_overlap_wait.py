@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import Counter
+from collections.abc import Sequence
 
-from anarchon import MemoryBackend, RunContext, Scheduler
+from anarchon import ClaimOutcome, MemoryBackend, RunClaim, RunContext, Scheduler
 from anarchon.events import Event
+from instrumented import ProbedBackend, ProbedRunStore
 
 
 async def test_a_short_gap_slot_waits_for_the_run_before_it_instead_of_skipping() -> None:
@@ -39,3 +42,35 @@ async def test_a_short_gap_slot_waits_for_the_run_before_it_instead_of_skipping(
     ordered = sorted(intervals, key=lambda i: i[1])
     for (_s1, _b1, end), (_s2, begin, _e2) in itertools.pairwise(ordered):
         assert begin >= end, "two runs of the job were alive together"
+
+
+async def test_a_slot_blocked_by_this_instances_own_run_is_rechecked_once_when_it_ends() -> None:
+    """The run blocking the next slot is this instance's own: the store is not polled while it
+    lives (a slow link carries one re-check, not one per interval beside the finish it waits
+    for); the slot is claimed again as soon as that run's end is stored, and runs."""
+    claimed: list[int] = []
+
+    class Store(ProbedRunStore):
+        async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
+            claimed.extend(c.slot for c in claims)
+            return await super().claim_many(claims)
+
+    backend = ProbedBackend()
+    backend.runs = backend._store = Store(backend.probe)
+    intervals: list[tuple[int, float, float]] = []
+
+    async def first_outlives_its_slot(ctx: RunContext) -> None:
+        begin = time.monotonic()
+        await asyncio.sleep(0.6 if not intervals else 0.05)
+        intervals.append((ctx.slot, begin, time.monotonic()))
+
+    # A 100 ms re-check interval (a quarter heartbeat): polling would claim the slot ~4 times.
+    scheduler = Scheduler(backend, instance_id="a", lease="2s", heartbeat="400ms")
+    scheduler.every("own", "1s", first_outlives_its_slot, jitter=0)
+    async with scheduler:
+        while len(intervals) < 2:
+            await asyncio.sleep(0.05)
+    (first, _b, first_end), (second, second_begin, _e) = intervals[:2]
+    assert second == first + 1000, "the slot after the long run was skipped"
+    assert second_begin >= first_end
+    assert Counter(claimed)[second] == 2, claimed  # the claim ahead, and one after the end

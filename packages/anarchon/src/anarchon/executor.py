@@ -70,6 +70,10 @@ class RunExecutor:
         stepped back after the claim does not hold a won run for longer."""
         self.active: dict[tuple[str, int], Run] = {}
         """Runs this instance won, by ``(job, slot)``, until their end is stored."""
+        self._live_jobs: dict[str, int] = {}
+        """How many runs of each job are in :attr:`active`."""
+        self.after_end: Callable[[str], None] | None = None
+        """Called with the job's name when one of its runs leaves :attr:`active`."""
         self._waiting: dict[int, list[Run]] = {}
         """Runs claimed ahead, by fire time (store ms), until their handlers start."""
         self._bursts = 0
@@ -89,7 +93,10 @@ class RunExecutor:
             ctx.owner_check = functools.partial(check, run)
             ctx.loop = asyncio.get_running_loop()
         run.ctx = ctx
-        self.active[run.key] = run
+        if self.active.setdefault(run.key, run) is not run:
+            self.active[run.key] = run  # the same slot again (a retry): one run counted
+        else:
+            self._live_jobs[job.name] = self._live_jobs.get(job.name, 0) + 1
         if run.fire_at > self.now_ms():  # claimed ahead: the handler starts at its fire time
             self._wait(run)
             return
@@ -225,7 +232,7 @@ class RunExecutor:
             if self.retries is not None and run.job.retry is not None and first[0] == "error":
                 outcome = await self.retries(run, first, self.invoke)
         except BaseException:
-            self.active.pop(run.key, None)
+            self._forget(self.active.get(run.key, run))
             run.phase = Phase.ENDED
             raise
         run.phase = Phase.FINISHING
@@ -237,8 +244,25 @@ class RunExecutor:
     def ended(self, run: Run) -> None:
         """The run's end is stored (or dropped): forget it."""
         run.phase = Phase.ENDED
-        if self.active.get(run.key) is run:
-            del self.active[run.key]
+        self._forget(run)
+
+    def holds(self, job: str) -> bool:
+        """True while this instance has a run of ``job`` whose end is not stored yet."""
+        return job in self._live_jobs
+
+    def _forget(self, run: Run) -> None:
+        key = run.key
+        if self.active.get(key) is not run:
+            return
+        del self.active[key]
+        name = run.job.name
+        left = self._live_jobs.get(name, 1) - 1
+        if left > 0:
+            self._live_jobs[name] = left
+        else:
+            self._live_jobs.pop(name, None)
+        if self.after_end is not None:
+            self.after_end(name)
 
     async def invoke(self, run: Run) -> Outcome:
         """Run the handler; return ``(status, error, started_at, finished_at)``."""

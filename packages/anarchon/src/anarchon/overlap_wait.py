@@ -13,6 +13,12 @@ Only then is a last claim sent without ``overlap_wait``, which writes the
 ``skipped`` (overlap) state as before (see docs/leases.md,
 "A run ends when its handler ends").
 
+When the live run is this instance's own (its end not stored yet), the
+store is not asked again while it lives: the slot is re-checked as soon as
+that run's end is stored (:meth:`OverlapWait.local_ended`), or at its last
+claim. A slow link then carries one re-check, not one per interval beside
+the finish it waits for.
+
 Nothing here runs unless a claim was answered ``overlap``: the common case
 costs nothing. Stores that do not honour ``overlap_wait``
 (:attr:`~anarchon.RunStore.overlap_wait` False) get no re-checks.
@@ -55,6 +61,7 @@ class OverlapWait:
         call_timeout_ms: int,
         log: logging.Logger,
         lead_ms: int = 0,
+        holds: Callable[[str], bool] | None = None,
     ) -> None:
         self.submit = submit
         """Claims runs again (the claim batcher's ``submit``)."""
@@ -66,6 +73,10 @@ class OverlapWait:
         self.log = log
         self.lead_ms = lead_ms
         """The scheduler's ``claim_ahead``: the next slot is claimed up to this long before it."""
+        self.holds = holds
+        """``holds(job)``: this instance has a run of ``job`` whose end is not stored yet."""
+        self._held: dict[str, list[Run]] = {}
+        """Waiting runs, by job, re-checked when this instance's own run of the job ends."""
         self.waits = 0
         """How many ``overlap`` answers were re-checked (instead of written ``skipped``)."""
         self._waiting: dict[Run, tuple[int, int]] = {}
@@ -126,12 +137,29 @@ class OverlapWait:
             return
         # A slot with little time left (a job every few hundred ms) is re-checked
         # more often: a quarter of what is left, so it still sees the older run end.
-        check_at = now + min(self.interval_ms, max(MIN_RECHECK_MS, (end - now) // 4))
+        name = run.job.name
+        if self.holds is not None and self.holds(name):
+            check_at = end  # unless local_ended() brings it forward
+            self._held.setdefault(name, []).append(run)
+        else:
+            check_at = now + min(self.interval_ms, max(MIN_RECHECK_MS, (end - now) // 4))
         self._waiting[run] = (end, check_at)
         if self._task is None or self._task.done():
             self._task = self.tasks.spawn(self._loop(), "anarchon-overlap-wait")
         elif check_at < self._next_check:
             self._poke()
+
+    def local_ended(self, job: str) -> None:
+        """A run of ``job`` on this instance has its end stored: re-check its held slots now."""
+        held = self._held.pop(job, None) if self._held else None
+        if not held:
+            return
+        now = self.store_now()
+        for run in held:
+            times = self._waiting.get(run)
+            if times is not None:
+                self._waiting[run] = (times[0], now)
+        self._poke()
 
     def _submit_now(self) -> None:
         runs, self._now = self._now, []
@@ -144,6 +172,7 @@ class OverlapWait:
         for run in [*self._waiting, *self._now]:
             run.phase = Phase.ENDED
         self._waiting.clear()
+        self._held.clear()
         self._now.clear()
         if self._task is not None:
             self._task.cancel()

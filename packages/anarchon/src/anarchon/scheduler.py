@@ -505,7 +505,9 @@ class Scheduler(JobDeclarations):
                 call_timeout_ms=int(self.call_timeout_s * 1000),
                 log=self.log,
                 lead_ms=self.claim_ahead_ms,
+                holds=executor.holds,
             )
+            executor.after_end = claims.waiter.local_ended
         if self._runs is not None:
             keeper = LeaseKeeper(
                 lease_ms=self.lease_ms,
