@@ -58,18 +58,20 @@ async def test_a_slot_blocked_by_this_instances_own_run_is_rechecked_once_when_i
     backend = ProbedBackend()
     backend.runs = backend._store = Store(backend.probe)
     intervals: list[tuple[int, float, float]] = []
+    two_ran = asyncio.Event()
 
     async def first_outlives_its_slot(ctx: RunContext) -> None:
         begin = time.monotonic()
         await asyncio.sleep(0.6 if not intervals else 0.05)
         intervals.append((ctx.slot, begin, time.monotonic()))
+        if len(intervals) >= 2:
+            two_ran.set()
 
     # A 100 ms re-check interval (a quarter heartbeat): polling would claim the slot ~4 times.
     scheduler = Scheduler(backend, instance_id="a", lease="2s", heartbeat="400ms")
     scheduler.every("own", "1s", first_outlives_its_slot, jitter=0)
     async with scheduler:
-        while len(intervals) < 2:
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(two_ran.wait(), 10)
     (first, _b, first_end), (second, second_begin, _e) = intervals[:2]
     assert second == first + 1000, "the slot after the long run was skipped"
     assert second_begin >= first_end
