@@ -7,16 +7,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 from anarchon import MemoryBackend, RunContext, Scheduler
 from anarchon.errors import InvalidConfigError
+from anarchon.events import Event
 from anarchon.store_batches import CHUNK
 from instrumented import Probe, ProbedBackend
 from plain_backend import PlainBackend
 
 FAST = {"lease": "600ms", "heartbeat": "200ms"}
+T = TypeVar("T")
 
 
 async def _noop(ctx: RunContext) -> None:
@@ -184,3 +187,35 @@ async def test_three_schedulers_on_a_backend_without_batch_members(leases: bool)
     assert set(slots.values()) == {1}
     history = await backend.history("tick", 100)
     assert {r.slot for r in history if r.status == "ok"} == set(slots)
+
+
+class _SlowClaims(Probe):
+    """Each ``claim_many`` takes 300 ms; every other call is as fast as the memory store."""
+
+    claiming = 0
+    """``claim_many`` calls begun (each waits 300 ms before it reaches the store)."""
+
+    async def watch(self, name: str, size: int, call: Callable[[], Awaitable[T]]) -> T:
+        if name == "claim_many":
+            self.claiming += 1
+            await asyncio.sleep(0.3)
+        return await super().watch(name, size, call)
+
+
+async def test_claims_waiting_behind_the_bound_are_not_sent_once_stop_begins() -> None:
+    """1,500 jobs due together, one store operation in flight at a time: stop() while the
+    first chunk is in flight sends no other chunk (their slots are left to other instances);
+    the chunk in flight is answered, and its wins are handed over unrun."""
+    probe = _SlowClaims()
+    backend = ProbedBackend(probe)
+    handed: list[Event] = []
+    scheduler = Scheduler(backend, instance_id="stopper", max_in_flight=1, claim_ahead=0)
+    scheduler.on("handed_over", handed.append)
+    for n in range(3 * CHUNK):
+        scheduler.every(f"job-{n}", "1s", _noop, jitter=0)
+    await scheduler.start()
+    await _until(lambda: probe.claiming == 1, timeout=5)
+    await scheduler.stop()
+    assert probe.sizes["claim_many"] == [CHUNK], "a chunk was sent after stop() began"
+    assert len(handed) == CHUNK
+    assert not backend.ran()

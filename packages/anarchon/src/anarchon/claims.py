@@ -20,7 +20,7 @@ from anarchon.events import NO_EVENTS, EventBus, job_zone
 from anarchon.overlap_wait import OverlapWait
 from anarchon.run_state import Phase, Run
 from anarchon.skip_log import SkipLog
-from anarchon.store_batches import StoreBatches, chunks
+from anarchon.store_batches import NotSentError, StoreBatches, chunks
 from anarchon.store_retry import GAVE_UP, StorePolicy
 from anarchon.tasks import TaskSet
 from anarchon.types import ClaimInput, ClaimOutcome, RunClaim
@@ -120,13 +120,21 @@ class ClaimBatcher:
         batches = self.batches
         if self.before_claims is not None:
             await self.before_claims()
+        if self.stopping:
+            self._not_sent(runs)
+            return
         requests = [self._request(run) for run in runs]
         sent = self.clock.monotonic()
         deadline = max(run.deadline_ms for run in runs)
         try:  # the common case without the retry wrapper: this is the hot path
-            outcomes = await self.policy.bounded(batches.claim_many(requests), deadline)
+            outcomes = await self.policy.bounded(
+                batches.claim_many(requests, self._is_stopping), deadline
+            )
         except asyncio.CancelledError:
             raise
+        except NotSentError:
+            self._not_sent(runs)
+            return
         except Exception as error:
             if not self.policy.is_transient(error):
                 self._refused(runs, error)
@@ -198,7 +206,7 @@ class ClaimBatcher:
             now = self.policy.now_ms()
             current = [i for i, run in enumerate(runs) if now <= run.deadline_ms]
             sent = self.clock.monotonic()
-            return await self.batches.claim_many([requests[i] for i in current])
+            return await self.batches.claim_many([requests[i] for i in current], self._is_stopping)
 
         deadline = max(run.deadline_ms for run in runs)
         task = asyncio.current_task()
@@ -208,10 +216,12 @@ class ClaimBatcher:
             outcomes = await self.policy.call(attempt, deadline, gated=False)
         except asyncio.CancelledError:
             if self.stopping:
-                for run in runs:
-                    run.phase = Phase.ENDED
+                self._not_sent(runs)
                 return None
             raise
+        except NotSentError:
+            self._not_sent(runs)
+            return None
         except Exception as error:
             self._refused(runs, error)
             return None
@@ -227,6 +237,15 @@ class ClaimBatcher:
             if i not in kept:
                 run.phase = Phase.ENDED
         return [runs[i] for i in current], [requests[i] for i in current], outcomes, sent
+
+    def _is_stopping(self) -> bool:
+        return self.stopping
+
+    @staticmethod
+    def _not_sent(runs: Sequence[Run]) -> None:
+        """Stopping: claims not sent yet are not sent; their slots are left to other instances."""
+        for run in runs:
+            run.phase = Phase.ENDED
 
     async def _release(self, run: Run) -> None:
         runs = self.batches.runs

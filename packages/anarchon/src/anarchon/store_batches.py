@@ -16,7 +16,7 @@ from anarchon.batching import job_of, per_item
 from anarchon.store_retry import StorePolicy
 from anarchon.types import ClaimInput, ClaimOutcome, ResultWrite, RunClaim, RunFinish, RunKey
 
-__all__ = ["CHUNK", "StoreBatches", "chunks"]
+__all__ = ["CHUNK", "NotSentError", "StoreBatches", "chunks"]
 
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
@@ -30,6 +30,10 @@ def chunks(items: Sequence[Item], size: int = CHUNK) -> list[Sequence[Item]]:
     if len(items) <= size:
         return [items]
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class NotSentError(Exception):
+    """A batch was not sent: its ``unless`` check said so once it held its permit."""
 
 
 def _native(obj: object, name: str, base: type) -> bool:
@@ -70,10 +74,13 @@ class StoreBatches:
         single: Callable[[Item], Awaitable[Answer]],
         items: Sequence[Item],
         key: Callable[[Item], Any] = job_of,  # type: ignore[assignment]
+        unless: Callable[[], bool] | None = None,
     ) -> list[Answer]:
         gate = self.policy.gate
         if native:
             async with gate:
+                if unless is not None and unless():
+                    raise NotSentError
                 return await batch()
 
         async def one(item: Item) -> Answer:
@@ -84,12 +91,19 @@ class StoreBatches:
 
     # Lease store ---------------------------------------------------------
 
-    async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
-        """``runs.claim_many`` (or single claims under the bound)."""
+    async def claim_many(
+        self, claims: Sequence[RunClaim], unless: Callable[[], bool] | None = None
+    ) -> list[ClaimOutcome]:
+        """``runs.claim_many`` (or single claims under the bound).
+
+        ``unless()`` True once a native batch holds its permit (the scheduler
+        began to stop while it waited behind the in-flight bound): it is not
+        sent, and :class:`NotSentError` is raised.
+        """
         runs = self.runs
         assert runs is not None
         return await self._run(
-            self.native_claims, lambda: runs.claim_many(claims), runs.claim, claims
+            self.native_claims, lambda: runs.claim_many(claims), runs.claim, claims, unless=unless
         )
 
     async def heartbeat_many(self, keys: Sequence[RunKey], lease_ms: int) -> list[bool]:
