@@ -89,7 +89,7 @@ SLOTS_PER_EXAMPLE = 5
 MAX_SKIPPED = 4_000
 """Slots a rule may explain in one example (a one-hour fold of a per-second job: 3,600)."""
 
-MAX_EXAMPLES = int(os.environ.get("ANARCHON_CRON_EXAMPLES", "1500"))
+MAX_EXAMPLES = int(os.environ.get("ANARCHON_CRON_EXAMPLES", "1000"))
 """Sized so that this file runs in about 20 s on 2 cores (debug build; CI is near its 30 min).
 
 ``ANARCHON_CRON_EXAMPLES=50000 uv run pytest tests/test_cron_differential.py``

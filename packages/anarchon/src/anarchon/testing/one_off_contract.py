@@ -50,7 +50,7 @@ class OneOffContract(ContractBase):
 
         async def body(b: Backend) -> None:
             job = new_job("once")
-            when = await _store_now(b) + 1_500
+            when = await _store_now(b) + 1_000
             calls: list[RunContext] = []
             fleet = self._fleet(b, self.one_off_instances)
             for scheduler in fleet:
@@ -59,7 +59,7 @@ class OneOffContract(ContractBase):
                 await scheduler.start()
             try:
                 await _wait_for_ok(b, job, 20)
-                await asyncio.sleep(1.0)  # any second run would have started by now
+                await asyncio.sleep(0.5)  # any second run would have started by now
             finally:
                 for scheduler in fleet:
                     await scheduler.stop()
@@ -90,7 +90,7 @@ class OneOffContract(ContractBase):
             again.at(job, when, lambda ctx: calls.append(ctx.slot), jitter=0, max_late="1m")
             await again.start()
             try:
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(0.5)
             finally:
                 await again.stop()
             assert calls == [when]
@@ -108,7 +108,7 @@ class OneOffContract(ContractBase):
             scheduler.at(job, when, lambda ctx: calls.append(ctx.slot), jitter=0, max_late="2s")
             await scheduler.start()
             try:
-                await asyncio.sleep(0.8)
+                await asyncio.sleep(0.5)
             finally:
                 await scheduler.stop()
             assert calls == []
