@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from fast_build import build_env  # noqa: E402
+import background_builds  # noqa: E402
 
 VERSION = re.search(
     r'^\[workspace\.package\]\n(?:.*\n)*?version = "([^"]+)"',
@@ -61,17 +61,10 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        ["uv", "build", "--all-packages", "--out-dir", str(out)],
-        cwd=ROOT,
-        env=build_env(),  # without LTO: see tests/support/fast_build.py
-        check=True,
-        capture_output=True,
-        timeout=900,
-    )
-    return out
+def dist(request: pytest.FixtureRequest) -> Path:
+    # `uv build --all-packages`, started in the background when the session began
+    # (tests/support/background_builds.py)
+    return background_builds.result(request.config, "dist", timeout_s=900)
 
 
 def _venv(path: Path, dist: Path, requirement: str, *, pip: bool = False) -> Path:

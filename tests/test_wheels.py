@@ -1,6 +1,7 @@
 """Portable wheels: scripts/build-wheels.sh, auditwheel, and an install with no Rust.
 
-One module fixture runs ``scripts/build-wheels.sh`` (maturin --zig for manylinux
+One build of ``scripts/build-wheels.sh``, started in the background when the session
+begins (tests/support/background_builds.py), makes the wheels (maturin --zig for manylinux
 x86_64/aarch64 and musllinux x86_64, checked there by ``auditwheel show``; the backend
 packages' wheels and the sdists). The tests look at what it made, ask auditwheel again
 on their own, and install the manylinux x86_64 wheel with the backend wheels into a
@@ -14,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from fast_build import build_env  # noqa: E402
+import background_builds  # noqa: E402
 from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
 
 # Three cold builds take minutes on 2 cores; the module fixture's time counts
@@ -48,26 +48,9 @@ BACKENDS = sorted(p.name for p in (ROOT / "packages").iterdir() if p.name != "an
 
 
 @pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheelhouse")
-    # its own process group: a timeout or an interrupt also ends maturin, cargo and zig
-    build = subprocess.Popen(
-        ["bash", str(ROOT / "scripts" / "build-wheels.sh"), "--out", str(out)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env=build_env(),  # without LTO: see tests/support/fast_build.py
-    )
-    try:
-        stdout, stderr = build.communicate(timeout=2000)
-    except BaseException:
-        os.killpg(build.pid, signal.SIGKILL)
-        build.wait()
-        raise
-    assert build.returncode == 0, stdout[-4000:] + stderr[-4000:]
-    return out
+def wheelhouse(request: pytest.FixtureRequest) -> Path:
+    # started in the background when the session began (tests/support/background_builds.py)
+    return background_builds.result(request.config, "wheelhouse", timeout_s=2000)
 
 
 def _core_wheel(wheelhouse: Path, tag: str) -> Path:
