@@ -140,7 +140,7 @@ class Scheduler(JobDeclarations):
     scheduler with at least 1,000 jobs calls ``gc.freeze()``, so the cyclic
     garbage collector stops walking the jobs on every burst of slots
     (:mod:`anarchon.gc_tuning`, docs/operations.md "Many jobs in one process").
-    ``claim_ahead`` (lease backends, default 1 s, at most 4 s, 0 turns it off):
+    ``claim_ahead`` (lease backends, default 2 s, at most 4 s, 0 turns it off):
     each slot is claimed this long before its fire time (at most a quarter of
     the gap to the job's next slot) and its handler starts at the fire time,
     so thousands of slots due together start on time (docs/operations.md,

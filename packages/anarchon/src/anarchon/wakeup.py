@@ -30,13 +30,14 @@ __all__ = [
     "WakeUpLoop",
 ]
 
-DEFAULT_CLAIM_AHEAD_MS = 1_000
+DEFAULT_CLAIM_AHEAD_MS = 2_000
 """How long before its fire time a slot is claimed on lease backends, by default.
 
 A wave of thousands of slots is claimed while its time approaches, so the
-handlers start at their fire time instead of one claim round after another
-(docs/operations.md, "Claiming ahead"). Each job's lead is at most a quarter
-of the gap to its next slot.
+handlers start at their fire time instead of one claim round after another.
+2 s covers PostgreSQL answering a wave of 10,000 claims (docs/operations.md,
+"Claiming ahead"). Each job's lead is at most a quarter of the gap to its
+next slot.
 """
 MAX_CLAIM_AHEAD_MS = 4_000
 """The longest ``claim_ahead``: below the store's ``early`` allowance (5 s beyond the jitter)."""
