@@ -99,6 +99,16 @@ class ProbedRunStore(MemoryRunStore):
             "finish_many", len(finishes), lambda: super(ProbedRunStore, self).finish_many(finishes)
         )
 
+    async def release(self, job: str, slot: int, token: str) -> bool:
+        return await self.probe.watch(
+            "release", 1, lambda: super(ProbedRunStore, self).release(job, slot, token)
+        )
+
+    async def release_many(self, runs: Sequence[RunKey]) -> list[bool]:
+        return await self.probe.watch(
+            "release_many", len(runs), lambda: super(ProbedRunStore, self).release_many(runs)
+        )
+
 
 class ProbedBackend(MemoryBackend):
     """A memory backend (leases or claim-only) whose every store call goes through a :class:`Probe`."""

@@ -205,7 +205,7 @@ class _SlowClaims(Probe):
 async def test_claims_waiting_behind_the_bound_are_not_sent_once_stop_begins() -> None:
     """1,500 jobs due together, one store operation in flight at a time: stop() while the
     first chunk is in flight sends no other chunk (their slots are left to other instances);
-    the chunk in flight is answered, and its wins are handed over unrun."""
+    the chunk in flight is answered, and its wins are handed over unrun, in one release_many."""
     probe = _SlowClaims()
     backend = ProbedBackend(probe)
     handed: list[Event] = []
@@ -218,4 +218,6 @@ async def test_claims_waiting_behind_the_bound_are_not_sent_once_stop_begins() -
     await scheduler.stop()
     assert probe.sizes["claim_many"] == [CHUNK], "a chunk was sent after stop() began"
     assert len(handed) == CHUNK
+    assert probe.sizes["release_many"] == [CHUNK], "the hand-overs were not one batch"
+    assert probe.calls["release"] == 0
     assert not backend.ran()

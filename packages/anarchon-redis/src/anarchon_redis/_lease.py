@@ -429,6 +429,23 @@ class RedisRunStore(RunStore):
         reply = await conn.evalsha(_lua.LEASE_RELEASE, (state, results), (int(slot), token))
         return int(reply) == 1
 
+    async def release_many(self, runs: Sequence[RunKey]) -> list[bool]:
+        """``release()`` for each run: one ``release-many`` script call per chunk (per node)."""
+        rt = self._rt
+        conn = await rt.ready()
+
+        def keys(i: int) -> tuple[str, str]:
+            state, _runs, results = rt.keys(runs[i].job)
+            return (state, results)
+
+        def args(i: int) -> tuple[Any, ...]:
+            return (int(runs[i].slot), runs[i].token)
+
+        replies = await run_batched(
+            conn, _lua.LEASE_RELEASE_MANY, [r.job for r in runs], keys, args
+        )
+        return [int(r) == 1 for r in replies]
+
     native_retry = True
     overlap_wait = True
 

@@ -63,6 +63,7 @@ __all__ = [
     "LEASE_LIB",
     "LEASE_PREPARE",
     "LEASE_RELEASE",
+    "LEASE_RELEASE_MANY",
     "LEASE_SAVE",
     "LEASE_SCRIPTS",
     "PRELUDE",
@@ -478,6 +479,66 @@ end
 return out
 """
 
+_RELEASE_FN = r"""
+-- release(): ends the token's lease now (a backup takes over at its next
+-- re-check); on the last attempt the run is interrupted instead. 1 also for
+-- a retried release.
+local function release(state, results, slot_s, token)
+  local got = redis.call('HMGET', state, slot_s, '~act')
+  local raw = got[1]
+  if not raw then return 0 end
+  local r = decode_state(raw)
+  if r.t ~= token then return 0 end
+  if r.s ~= 'running' or r.x ~= 0 then
+    if r.e == 'handed_over' then return 1 end
+    return 0
+  end
+  local now = now_ms()
+  add_result(results, tonumber(slot_s), r.t, r.r, 'interrupted', r.b, math.max(now, r.b), r.a,
+             'handed_over')
+  r.e = 'handed_over'
+  if r.a >= r.m then
+    r.s, r.f = 'interrupted', now
+    redis.call('HSET', state, slot_s, encode_state(r), '~act', act_del(got[2], slot_s))
+  else
+    r.l, r.x = now, 1
+    put(state, slot_s, r)
+  end
+  return 1
+end
+"""
+
+_RELEASE = r"""
+-- KEYS: state, results   ARGV: slot, token   Returns 1 if released (also for a retry).
+return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+"""
+
+_RELEASE_MANY = r"""
+-- KEYS: per run: state, results   ARGV: per run: slot, token
+-- Returns per run 1 if released (also for a retried release).
+local out = {}
+for i = 1, #KEYS / 2 do
+  out[i] = release(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i])
+end
+return out
+"""
+
+_SAVE = r"""
+-- A finish and its result in one step per run: the result is stored only if
+-- this token finished the run (a retry stores the same member again).
+-- KEYS: per run: state, results   ARGV: per run: slot, token, status, result (JSON)
+-- Returns per run 1 if it is now finished by this token.
+local out = {}
+for i = 1, #KEYS / 2 do
+  local k, a = (i - 1) * 2, (i - 1) * 4
+  local slot_s = ARGV[a + 1]
+  local done = finish(KEYS[k + 1], slot_s, ARGV[a + 2], ARGV[a + 3])
+  if done == 1 then redis.call('ZADD', KEYS[k + 2], slot_s, ARGV[a + 4]) end
+  out[i] = done
+end
+return out
+"""
+
 _RELEASE = r"""
 -- KEYS: state, results   ARGV: slot, token
 -- Ends the token's lease now (a backup takes over at its next re-check); on the
@@ -661,7 +722,10 @@ LEASE_CLAIM = _script("claim", _PRELUDE, _STATE, _LEASE_LIB, _TRIM, _CLAIM)
 LEASE_HEARTBEAT = _script("heartbeat", _PRELUDE, _STATE, _HEARTBEAT)
 LEASE_FINISH = _script("finish", _PRELUDE, _STATE, _FINISH_FN, _FINISH)
 LEASE_FINISH_SAVE = _script("finish-save", _PRELUDE, _STATE, _FINISH_FN, _FINISH_SAVE)
-LEASE_RELEASE = _script("release", _PRELUDE, _STATE, _LEASE_LIB, _RELEASE)
+LEASE_RELEASE = _script("release", _PRELUDE, _STATE, _LEASE_LIB, _RELEASE_FN, _RELEASE)
+LEASE_RELEASE_MANY = _script(
+    "release-many", _PRELUDE, _STATE, _LEASE_LIB, _RELEASE_FN, _RELEASE_MANY
+)
 LEASE_SAVE = _script("save", _PRELUDE, _STATE, _LEASE_LIB, _TRIM, _SAVE)
 LEASE_ACTIVE = _script("active", _PRELUDE, _STATE, _ACTIVE)
 LEASE_PREPARE = _script("prepare", _PRELUDE, _STATE, _PREPARE)
@@ -673,6 +737,7 @@ LEASE_SCRIPTS = (
     LEASE_FINISH,
     LEASE_FINISH_SAVE,
     LEASE_RELEASE,
+    LEASE_RELEASE_MANY,
     LEASE_SAVE,
     LEASE_ACTIVE,
     LEASE_PREPARE,

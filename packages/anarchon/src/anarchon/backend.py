@@ -153,6 +153,10 @@ class RunStore(abc.ABC):
             key=job_of,
         )
 
+    async def release_many(self, runs: Sequence[RunKey]) -> list[bool]:
+        """``release()`` for each run. Default: the single calls under bounded concurrency."""
+        return await per_item(lambda r: self.release(r.job, r.slot, r.token), runs, key=job_of)
+
     async def finish_and_save_many(
         self, finishes: Sequence[RunFinish], writes: Sequence[ResultWrite]
     ) -> list[bool] | None:

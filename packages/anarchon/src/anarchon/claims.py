@@ -13,11 +13,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from anarchon.batching import per_item
 from anarchon.clock import Clock
 from anarchon.errors import BackendError
 from anarchon.events import NO_EVENTS, EventBus, job_zone
 from anarchon.overlap_wait import OverlapWait
+from anarchon.releases import release_runs
 from anarchon.run_state import Phase, Run
 from anarchon.skip_log import SkipLog
 from anarchon.store_batches import NotSentError, StoreBatches, chunks
@@ -178,7 +178,7 @@ class ClaimBatcher:
         if early:
             self._early(runs[0], early)
         if released:  # together, not one round trip after another (a wave won during stop)
-            await per_item(self._release, released)
+            await self._release(released)
 
     def _early(self, run: Run, count: int) -> None:
         """The store refused slots ahead of its clock: log once, re-sync the clock."""
@@ -247,25 +247,14 @@ class ClaimBatcher:
         for run in runs:
             run.phase = Phase.ENDED
 
-    async def _release(self, run: Run) -> None:
-        runs = self.batches.runs
-        assert runs is not None
-        try:
-            await self.policy.call(lambda: runs.release(run.job.name, run.slot, run.token))
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            self.policy.report("release", error, job=run.job.name)
-        run.phase = Phase.ENDED
-        # won while stopping: released at once, so a backup may take it (a hand-over)
-        self.events.emit(
-            "handed_over",
-            self.policy.now_ms(),
-            run.job.name,
-            run.slot,
-            run.attempt,
-            job_zone(run.job),
-        )
+    async def _release(self, runs: Sequence[Run]) -> None:
+        """Won while stopping: released at once, so a backup may take them (a hand-over)."""
+        await release_runs(self.batches, self.policy, runs)
+        now = self.policy.now_ms()
+        for run in runs:
+            run.phase = Phase.ENDED
+            job = run.job
+            self.events.emit("handed_over", now, job.name, run.slot, run.attempt, job_zone(job))
 
     # Claim-only backends -------------------------------------------------
 

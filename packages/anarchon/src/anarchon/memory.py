@@ -221,23 +221,31 @@ class MemoryRunStore(RunStore):
         interrupted instead, so no backup starts it again.
         """
         with self._lock:
-            data = self._jobs.get(job)
-            state = None if data is None else data.states.get(slot)
-            if data is None or state is None:
-                return False
-            now = self._now()
-            decision = decide_release(state.model(), token, now)
-            if decision.record:
-                self._add_result(
-                    data,
-                    self._interrupted(state, "handed_over", now),
-                    data.history_size,
-                    data.history_ttl_ms,
-                    now,
-                )
-            if decision.state is not None:
-                self._apply(data, state, decision.state, now)
-            return decision.ok
+            return self._release_locked(job, slot, token)
+
+    async def release_many(self, runs: Sequence[RunKey]) -> list[bool]:
+        """``release()`` for each run, in order, in one locked step."""
+        with self._lock:
+            return [self._release_locked(r.job, r.slot, r.token) for r in runs]
+
+    def _release_locked(self, job: str, slot: int, token: str) -> bool:
+        data = self._jobs.get(job)
+        state = None if data is None else data.states.get(slot)
+        if data is None or state is None:
+            return False
+        now = self._now()
+        decision = decide_release(state.model(), token, now)
+        if decision.record:
+            self._add_result(
+                data,
+                self._interrupted(state, "handed_over", now),
+                data.history_size,
+                data.history_ttl_ms,
+                now,
+            )
+        if decision.state is not None:
+            self._apply(data, state, decision.state, now)
+        return decision.ok
 
     native_retry = True
     overlap_wait = True

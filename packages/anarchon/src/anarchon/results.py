@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from anarchon.clock import Clock
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.executor import Outcome
+from anarchon.releases import release_runs
 from anarchon.run_state import Ending, Run
 from anarchon.store_batches import StoreBatches, chunks
 from anarchon.store_retry import GAVE_UP, StorePolicy, describe_error
@@ -122,6 +123,7 @@ class ResultBatcher:
 
     async def _finish_chunk(self, chunk: Sequence[tuple[Run, StoredResult]]) -> None:
         finishing: list[tuple[Run, StoredResult]] = []
+        handing_over: list[Run] = []
         for run, result in chunk:
             if run.ending is Ending.LEASE_LOST:
                 zone = job_zone(run.job)
@@ -134,9 +136,11 @@ class ResultBatcher:
                 )
                 self.on_stored(run)
             elif run.ending is Ending.HAND_OVER and result.status != "ok":
-                await self._release(run)
+                handing_over.append(run)
             else:
                 finishing.append((run, result))
+        if handing_over:
+            await self._release(handing_over)
         if not finishing:
             return
         if self.batches.native_finish_saves and await self._finish_and_save(finishing):
@@ -260,31 +264,23 @@ class ResultBatcher:
             answers[i] = ok
         return answers
 
-    async def _release(self, run: Run) -> None:
-        runs = self.batches.runs
-        assert runs is not None
-        try:
-            released = await self.policy.call(
-                lambda: runs.release(run.job.name, run.slot, run.token)
+    async def _release(self, runs: Sequence[Run]) -> None:
+        """Hand the runs over on stop: their leases released together (docs/leases.md)."""
+        answers = await release_runs(self.batches, self.policy, runs)
+        now = self.policy.now_ms()
+        for run, released in zip(runs, answers):  # noqa: B905 - same length
+            job = run.job
+            zone = job_zone(job)
+            self.log.info(
+                "anarchon: %s slot %s attempt %d handed over on stop (released=%s)",
+                job.name,
+                slot_iso(run.slot, zone),
+                run.attempt,
+                released,
+                extra=log_extra(job.name, run.slot, run.attempt, self.instance_id, zone),
             )
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            self.policy.report("release", error, job=run.job.name)
-            released = False
-        zone = job_zone(run.job)
-        self.log.info(
-            "anarchon: %s slot %s attempt %d handed over on stop (released=%s)",
-            run.job.name,
-            slot_iso(run.slot, zone),
-            run.attempt,
-            released is True,
-            extra=log_extra(run.job.name, run.slot, run.attempt, self.instance_id, zone),
-        )
-        self.events.emit(
-            "handed_over", self.policy.now_ms(), run.job.name, run.slot, run.attempt, zone
-        )
-        self.on_stored(run)
+            self.events.emit("handed_over", now, job.name, run.slot, run.attempt, zone)
+            self.on_stored(run)
 
     def _finished(self, run: Run, result: StoredResult) -> None:
         """Log the end of a run at DEBUG and emit ``run_finished`` (a skip emitted ``skipped``)."""

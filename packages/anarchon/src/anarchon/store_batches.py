@@ -62,6 +62,7 @@ class StoreBatches:
         self.native_finish_saves = (
             _native(runs, "finish_and_save_many", RunStore) if runs else False
         )
+        self.native_releases = _native(runs, "release_many", RunStore) if runs else False
         self.native_plain_claims = _native(backend, "claim_many", Backend)
         self.native_saves = _native(backend, "save_results", Backend)
         self.native_records = _native(backend, "record_claims", Backend)
@@ -126,6 +127,17 @@ class StoreBatches:
             lambda: runs.finish_many(finishes),
             lambda f: runs.finish(f.job, f.slot, f.token, f.status, f.error),
             finishes,
+        )
+
+    async def release_many(self, keys: Sequence[RunKey]) -> list[bool]:
+        """``runs.release_many`` (or single releases under the bound)."""
+        runs = self.runs
+        assert runs is not None
+        return await self._run(
+            self.native_releases,
+            lambda: runs.release_many(keys),
+            lambda k: runs.release(k.job, k.slot, k.token),
+            keys,
         )
 
     # Claims and history ----------------------------------------------------

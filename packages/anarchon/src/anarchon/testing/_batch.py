@@ -280,7 +280,7 @@ async def _lease_state(backend: Backend, runs: RunStore, lj: _LeaseJob) -> list[
 async def check_lease_batches(
     backend: Backend, scenario: Scenario, long_ms: int, short_ms: int
 ) -> None:
-    """The lease property for one scenario: claim_many, heartbeat_many, finish_many.
+    """The lease property for one scenario: claim_many, heartbeat_many, finish_many, release_many.
 
     A store that offers ``finish_and_save_many`` answers the finishes through
     it, compared with ``finish()`` followed by ``save_result()`` of the
@@ -371,6 +371,21 @@ async def check_lease_batches(
         _compare(what, scenario, fin_labels, done, done_together)
     _compare(
         "state after the finishes",
+        scenario,
+        ["active runs", "history"],
+        await _lease_state(backend, runs, single),
+        await _lease_state(backend, runs, batch),
+        _STATE_FIELDS,
+    )
+
+    # Releases (hand-overs) of every item, own token then the holder's, sent twice.
+    for n in range(2):
+        what = "release_many" if n == 0 else "release_many retried with the same tokens"
+        released = [await runs.release(k.job, k.slot, k.token) for k in keys(single)]
+        released_together = list(await runs.release_many(keys(batch)))
+        _compare(what, scenario, key_labels, released, released_together)
+    _compare(
+        "state after the releases",
         scenario,
         ["active runs", "history"],
         await _lease_state(backend, runs, single),

@@ -643,7 +643,8 @@ class LeaseContract(RetryContract):
     # Batch members ----------------------------------------------------
 
     def test_lease_batches_answer_like_single_calls(self, backend: Backend) -> None:
-        """``claim_many``/``heartbeat_many``/``finish_many`` equal the single calls, item for item.
+        """``claim_many``/``heartbeat_many``/``finish_many``/``release_many`` equal the single
+        calls, item for item.
 
         A hypothesis property over mixed states in one batch: won, running,
         a backup's re-check, the caller's own lease, done, overlap, late,
