@@ -62,7 +62,10 @@ async def test_a_slot_blocked_by_this_instances_own_run_is_rechecked_once_when_i
 
     async def first_outlives_its_slot(ctx: RunContext) -> None:
         begin = time.monotonic()
-        await asyncio.sleep(0.6 if not intervals else 0.05)
+        # The first run ends 1.1 s after its slot however late it started: the next slot
+        # (claimed 250 ms ahead of it) is blocked by it, and free again before its own time is up.
+        hold = ctx.slot / 1000 + 1.1 - time.time() if not intervals else 0.05
+        await asyncio.sleep(max(0.05, hold))
         intervals.append((ctx.slot, begin, time.monotonic()))
         if len(intervals) >= 2:
             two_ran.set()
