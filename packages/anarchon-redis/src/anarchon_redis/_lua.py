@@ -463,22 +463,6 @@ end
 return out
 """
 
-_FINISH_SAVE = r"""
--- A finish and its result in one step per run: the result is stored only if
--- this token finished the run (a retry stores the same member again).
--- KEYS: per run: state, results   ARGV: per run: slot, token, status, result (JSON)
--- Returns per run 1 if it is now finished by this token.
-local out = {}
-for i = 1, #KEYS / 2 do
-  local k, a = (i - 1) * 2, (i - 1) * 4
-  local slot_s = ARGV[a + 1]
-  local done = finish(KEYS[k + 1], slot_s, ARGV[a + 2], ARGV[a + 3])
-  if done == 1 then redis.call('ZADD', KEYS[k + 2], slot_s, ARGV[a + 4]) end
-  out[i] = done
-end
-return out
-"""
-
 _RELEASE_FN = r"""
 -- release(): ends the token's lease now (a backup takes over at its next
 -- re-check); on the last attempt the run is interrupted instead. 1 also for
@@ -523,7 +507,7 @@ end
 return out
 """
 
-_SAVE = r"""
+_FINISH_SAVE = r"""
 -- A finish and its result in one step per run: the result is stored only if
 -- this token finished the run (a retry stores the same member again).
 -- KEYS: per run: state, results   ARGV: per run: slot, token, status, result (JSON)
@@ -537,34 +521,6 @@ for i = 1, #KEYS / 2 do
   out[i] = done
 end
 return out
-"""
-
-_RELEASE = r"""
--- KEYS: state, results   ARGV: slot, token
--- Ends the token's lease now (a backup takes over at its next re-check); on the
--- last attempt the run is interrupted instead. Returns 1 (also for a retry).
-local state, results = KEYS[1], KEYS[2]
-local got = redis.call('HMGET', state, ARGV[1], '~act')
-local raw = got[1]
-if not raw then return 0 end
-local r = decode_state(raw)
-if r.t ~= ARGV[2] then return 0 end
-if r.s ~= 'running' or r.x ~= 0 then
-  if r.e == 'handed_over' then return 1 end
-  return 0
-end
-local now = now_ms()
-add_result(results, tonumber(ARGV[1]), r.t, r.r, 'interrupted', r.b, math.max(now, r.b), r.a,
-           'handed_over')
-r.e = 'handed_over'
-if r.a >= r.m then
-  r.s, r.f = 'interrupted', now
-  redis.call('HSET', state, ARGV[1], encode_state(r), '~act', act_del(got[2], ARGV[1]))
-else
-  r.l, r.x = now, 1
-  put(state, ARGV[1], r)
-end
-return 1
 """
 
 _SAVE = r"""
