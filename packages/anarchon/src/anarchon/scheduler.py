@@ -665,6 +665,8 @@ class Scheduler(JobDeclarations):
         parts.policy.stopping = True
         parts.claims.stopping = True
         parts.claims.cancel_retries()
+        if self._wakeups is not None:
+            self._wakeups.stop()
         await self._tasks.cancel_loops("anarchon-scheduler")
         if parts.keeper is not None:
             parts.keeper.drop_backups()

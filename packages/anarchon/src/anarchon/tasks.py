@@ -6,10 +6,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-__all__ = ["RECANCEL_S", "TaskSet"]
-
-RECANCEL_S = 0.25
-"""How long a cancelled loop has to end before it is cancelled again."""
+__all__ = ["TaskSet"]
 
 
 class TaskSet:
@@ -52,20 +49,10 @@ class TaskSet:
         return [*self._tasks, *self._loops.values()]
 
     async def cancel_loops(self, *names: str) -> None:
-        """Cancel the loops named (all without names) and wait for them to end.
-
-        A loop still running :data:`RECANCEL_S` after its cancellation is
-        cancelled again: a driver that turned the first ``CancelledError``
-        into an error of its own (which the loop logs and carries on from)
-        must not keep ``stop()`` waiting for ever.
-        """
+        """Cancel the loops named (all without names) and wait for them to end."""
         chosen = list(self._loops) if not names else [n for n in names if n in self._loops]
         loops = [self._loops.pop(name) for name in chosen]
-        pending = set(loops)
-        while pending:
-            for task in pending:
-                task.cancel()
-            _done, pending = await asyncio.wait(pending, timeout=RECANCEL_S)
         for task in loops:
-            if not task.cancelled():
-                task.exception()  # retrieved: a loop's error was logged where it happened
+            task.cancel()
+        if loops:
+            await asyncio.gather(*loops, return_exceptions=True)

@@ -95,6 +95,13 @@ class WakeUpLoop:
         """True while ``before_claims`` should also run on wake-ups without due slots, at least
         every :data:`WATCH_INTERVAL_S` (a paused job waits for its ``resume``)."""
         self._wake: asyncio.Future[None] | None = None
+        self._stopped = False
+
+    def stop(self) -> None:
+        """``stop()`` began: the loop ends at its next step, even if a store call inside it
+        turned the loop's cancellation into an error of its own (logged, and carried on from)."""
+        self._stopped = True
+        self.poke()
 
     def add_job(self, job: Job) -> None:
         """Put a prepared job in the timetable (and claim its catch-up slot, on lease backends)."""
@@ -160,7 +167,7 @@ class WakeUpLoop:
         """The loop: take due slots, submit them, sleep until the next one."""
         timetable, jobs, store_time = self.timetable, self.jobs, self.store_time
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._stopped:
             if store_time.sync_due():
                 await self.sync_clock()
             if self.settle is not None:
@@ -196,6 +203,8 @@ class WakeUpLoop:
             timeout = min(max(timeout, _MIN_SLEEP_S), SYNC_INTERVAL_S)
             if watching:
                 timeout = min(timeout, WATCH_INTERVAL_S)
+            if self._stopped:
+                return
             sleeper = loop.create_future()
             timer = loop.call_later(timeout, _wake_up, sleeper)
             self._wake = sleeper
