@@ -7,6 +7,7 @@ Every call still goes to the real memory store; the instruments only watch
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -36,6 +37,11 @@ class Probe:
         self.creates: list[list[bool]] = []
         self.in_flight = 0
         self.peak = 0
+        """Most calls in flight at once from the thread that made the probe (the scheduler's loop)."""
+        self.thread_peak = 0
+        """Most calls in flight at once from other threads (the lease thread: memory's ``clone()`` is itself)."""
+        self._thread_in_flight = 0
+        self._home = threading.get_ident()
         self.faults: dict[str, BaseException] = {}
         """Member name → error raised instead of calling the store."""
 
@@ -45,6 +51,13 @@ class Probe:
         fault = self.faults.get(name)
         if fault is not None:
             raise fault
+        if threading.get_ident() != self._home:
+            self._thread_in_flight += 1
+            self.thread_peak = max(self.thread_peak, self._thread_in_flight)
+            try:
+                return await call()
+            finally:
+                self._thread_in_flight -= 1
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:

@@ -130,7 +130,11 @@ async def test_backups_recheck_in_batches_and_take_over() -> None:
 
 @pytest.mark.parametrize("native", [True, False])
 async def test_max_in_flight_bounds_store_operations(native: bool) -> None:
-    """2,000 jobs due at once through a slow store: never more than max_in_flight calls at once."""
+    """2,000 jobs due at once through a slow store: never more than max_in_flight calls at once.
+
+    The bound is the scheduler loop's; the lease thread renews on its own
+    connection, one ``heartbeat_many`` at a time (docs/concepts.md).
+    """
     probe = Probe(delay_s=0.002)
     if native:
         backend = ProbedBackend(probe)
@@ -151,6 +155,7 @@ async def test_max_in_flight_bounds_store_operations(native: bool) -> None:
                 break
         await asyncio.sleep(0.1)
     assert probe.peak <= 3, f"{probe.peak} store operations in flight with max_in_flight=3"
+    assert probe.thread_peak <= 1, f"the lease thread had {probe.thread_peak} calls in flight"
     done = 0
     for n in range(2000):
         records = await backend.history(f"job-{n}", 5)
