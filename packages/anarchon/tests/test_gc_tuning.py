@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import subprocess
 import sys
 import textwrap
@@ -9,7 +11,7 @@ import textwrap
 import pytest
 from anarchon import Scheduler
 from anarchon.errors import InvalidConfigError
-from anarchon.gc_tuning import YOUNG_THRESHOLD
+from anarchon.gc_tuning import YOUNG_MAX, YOUNG_THRESHOLD, young_threshold
 
 # Each case in order in one fresh process (the freeze happens once per process).
 SCRIPT = textwrap.dedent(
@@ -36,7 +38,8 @@ SCRIPT = textwrap.dedent(
         print(await frozen_after(1000))
         print(*gc.get_threshold())
         gc.unfreeze()
-        print(await frozen_after(1000))  # once per process: not again
+        print(await frozen_after(20_000))  # once per process: not again
+        print(gc.get_threshold()[0])  # nor its threshold
 
     asyncio.run(main())
     """
@@ -51,15 +54,54 @@ def test_freeze_once_for_many_jobs_unless_disabled() -> None:
     lines = done.stdout.splitlines()
     opted_out, few_jobs, young_before, many_jobs = (int(line) for line in lines[:4])
     thresholds = tuple(int(t) for t in lines[4].split())
-    second = int(lines[5])
+    second, young_after = int(lines[5]), int(lines[6])
     assert opted_out == 0
     assert few_jobs == 0
     assert young_before == 700  # untouched without the freeze
     assert many_jobs > 10_000  # the modules, the jobs and their schedules
     assert thresholds == (YOUNG_THRESHOLD, 11, 12)  # only the youngest generation's is raised
     assert second == 0
+    assert young_after == YOUNG_THRESHOLD
+
+
+def test_the_young_threshold_grows_with_the_jobs_between_bounds() -> None:
+    assert young_threshold(1000) == YOUNG_THRESHOLD
+    assert young_threshold(10_000) == 200_000  # above the objects a wave of 10,000 keeps alive
+    assert young_threshold(10**7) == YOUNG_MAX
 
 
 def test_gc_freeze_must_be_a_bool() -> None:
     with pytest.raises(InvalidConfigError, match="gc_freeze"):
         Scheduler("memory://", gc_freeze="yes")  # type: ignore[arg-type]
+
+
+async def test_a_run_that_ended_leaves_no_garbage_cycle() -> None:
+    """A run is freed by its reference count when it ends, not by a later full collection."""
+    from anarchon import RunContext
+    from anarchon.run_state import Run
+
+    ran: list[int] = []
+    owner: list[bool] = []
+    enough = asyncio.Event()
+
+    async def handler(ctx: RunContext) -> None:
+        ran.append(ctx.slot)
+        owner.append(await ctx.still_owner())
+        if len(ran) >= 60:
+            enough.set()
+
+    gc.collect()
+    scheduler = Scheduler("memory://", instance_id="cycles", gc_freeze=False)
+    for n in range(20):
+        scheduler.every(f"job-{n}", "100ms", handler, jitter=0)
+    async with scheduler:
+        await asyncio.wait_for(enough.wait(), 30)
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        cyclic = [o for o in gc.garbage if isinstance(o, (Run, RunContext))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert all(owner)  # the weakly held run still answers while its handler runs
+    assert cyclic == []

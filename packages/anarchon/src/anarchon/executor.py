@@ -15,10 +15,11 @@ import contextvars
 import functools
 import logging
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from anarchon.context import RunContext
+from anarchon.context import OwnerCheck, RunContext
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.resume_catch_up import log_catch_up
 from anarchon.run_state import Ending, Phase, Run
@@ -90,7 +91,7 @@ class RunExecutor:
         )
         check = self.owner_check
         if check is not None and run.leased:
-            ctx.owner_check = functools.partial(check, run)
+            ctx.owner_check = _owner_check(check, run)
             ctx.loop = asyncio.get_running_loop()
         run.ctx = ctx
         if self.active.setdefault(run.key, run) is not run:
@@ -251,6 +252,7 @@ class RunExecutor:
         return job in self._live_jobs
 
     def _forget(self, run: Run) -> None:
+        run.exception = None  # its traceback's frames refer to the run: a cycle otherwise
         key = run.key
         if self.active.get(key) is not run:
             return
@@ -356,3 +358,20 @@ async def _outlive(run: Run, thread: asyncio.Future[Any]) -> None:
     # run was cancelled has done its work: its result is the run's (handing the
     # run over would have another instance do it again).
     thread.result()
+
+
+def _owner_check(check: Callable[[Run], Awaitable[bool]], run: Run) -> OwnerCheck:
+    """``ctx.still_owner()`` of ``run``: ``check(run)``, False once the run is gone.
+
+    It refers to the run weakly: a strong reference would close a cycle (run,
+    its ctx, the check, the run), and with thousands of runs a wave every
+    cycle outlived its run until a full collection walked them all (hundreds
+    of ms each, benchmarks/README.md, "Garbage collection").
+    """
+    ref = weakref.ref(run)
+
+    async def ask() -> bool:
+        alive = ref()
+        return alive is not None and await check(alive)
+
+    return ask

@@ -18,13 +18,18 @@ created with ``gc_freeze=False``. The cost: garbage cycles made only of
 objects that were alive at that moment are never freed (they are the
 process's long-lived objects: modules, jobs, configuration).
 
-It also raises the youngest generation's threshold to
-:data:`YOUNG_THRESHOLD` allocations (if it was lower): a wave of 10,000
-slots allocates about 100,000 container objects, and at CPython's default
-of 700 each wave ran hundreds of young collections that promote the wave's
-objects and trigger the older ones (15 to 30 µs of client CPU per job-slot
-on Redis and SQLite, benchmarks/README.md). The older generations keep
-their thresholds.
+It also raises the youngest generation's threshold (if it was lower) to
+:data:`YOUNG_PER_JOB` allocations per job, between :data:`YOUNG_THRESHOLD`
+and :data:`YOUNG_MAX`: a wave of 10,000 slots keeps about 140,000 container
+objects alive until its ends are stored. At CPython's default of 700 each
+wave ran hundreds of young collections that promote the wave's objects and
+trigger the older ones (15 to 30 µs of client CPU per job-slot on Redis and
+SQLite, benchmarks/README.md); at a fixed 50,000, every collection still
+walked the 50,000 objects of a wave in flight (7 to 14 µs). A threshold
+above what a wave keeps alive lets the wave's objects be freed by their
+reference counts before any collection sees them. The threshold counts
+allocations less deallocations, so it only delays the collection of
+garbage cycles. The older generations keep their thresholds.
 """
 
 from __future__ import annotations
@@ -32,20 +37,39 @@ from __future__ import annotations
 import gc
 import logging
 
-__all__ = ["FREEZE_MIN_JOBS", "YOUNG_THRESHOLD", "freeze_once"]
+__all__ = [
+    "FREEZE_MIN_JOBS",
+    "YOUNG_MAX",
+    "YOUNG_PER_JOB",
+    "YOUNG_THRESHOLD",
+    "freeze_once",
+    "young_threshold",
+]
 
 FREEZE_MIN_JOBS = 1_000
 """Schedulers with fewer jobs leave the collector alone (its cost per slot is small for them)."""
 
 YOUNG_THRESHOLD = 50_000
-"""The youngest generation's threshold set with the freeze (allocations less deallocations)."""
+"""The least youngest-generation threshold set with the freeze (allocations less deallocations)."""
+
+YOUNG_PER_JOB = 20
+"""Youngest-generation threshold per job: above the ~14 container objects a due slot keeps alive."""
+
+YOUNG_MAX = 1_000_000
+"""The most: garbage cycles wait for at most this many net allocations."""
+
+
+def young_threshold(jobs: int) -> int:
+    """The youngest generation's threshold for a scheduler of ``jobs`` jobs."""
+    return min(YOUNG_MAX, max(YOUNG_THRESHOLD, YOUNG_PER_JOB * jobs))
+
 
 _frozen = False
 
 
 def freeze_once(jobs: int, log: logging.Logger) -> bool:
     """``gc.collect()``, ``gc.freeze()`` and a young threshold of at least
-    :data:`YOUNG_THRESHOLD`, once per process, for ``jobs >= FREEZE_MIN_JOBS``.
+    :func:`young_threshold`, once per process, for ``jobs >= FREEZE_MIN_JOBS``.
 
     Returns True if this call froze the objects alive now.
     """
@@ -56,8 +80,9 @@ def freeze_once(jobs: int, log: logging.Logger) -> bool:
     gc.collect()
     gc.freeze()
     young, middle, old = gc.get_threshold()
-    if young < YOUNG_THRESHOLD:
-        gc.set_threshold(YOUNG_THRESHOLD, middle, old)
+    wanted = young_threshold(jobs)
+    if young < wanted:
+        gc.set_threshold(wanted, middle, old)
     log.debug(
         "anarchon: %d object(s) moved to the collector's permanent generation",
         gc.get_freeze_count(),

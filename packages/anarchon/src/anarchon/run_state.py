@@ -55,6 +55,7 @@ class Run:
     """One run of ``(job, slot)`` on this instance."""
 
     __slots__ = (
+        "__weakref__",  # the handler's ctx.owner_check refers to its run weakly (executor.py)
         "abandoned",
         "attempt",
         "catch_up_of",
