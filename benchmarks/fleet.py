@@ -310,6 +310,10 @@ def run_fleet(
     figures.offered_per_s = shape.jobs / shape.every_s
     figures.lateness_ms = tally.lateness()
     figures.store_figures = store.figures(before, after, client, tally.expected)
+    keep = os.environ.get("FLEET_KEEP_LOGS")
+    if keep:
+        for n, log in enumerate(logs):
+            shutil.copy(log, Path(keep) / f"{shape.processes}x{shape.jobs}-{n}.log")
     lines = [
         line
         for log in logs

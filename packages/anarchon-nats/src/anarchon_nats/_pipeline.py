@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 
 from nats.aio.client import Client
@@ -58,6 +59,8 @@ class Pipeline:
         self._base = ""
         self._batches: dict[str, _Batch] = {}
         self._counter = 0
+        self.heard_at = float("-inf")
+        """Monotonic time of the last answer this pipeline received (``-inf``: none yet)."""
 
     async def _inbox(self, nc: Client) -> str:
         """The reply prefix on ``nc``; subscribes on first use (and after a new connection)."""
@@ -70,6 +73,7 @@ class Pipeline:
         return base
 
     async def _on_reply(self, msg: Msg) -> None:
+        self.heard_at = time.monotonic()
         _, batch_id, index = msg.subject.rsplit(".", 2)
         batch = self._batches.get(batch_id)
         if batch is not None:

@@ -465,7 +465,17 @@ class NatsBackend(Backend):
         check gives up on it; requests that keep timing out are a sign
         enough: drop it now and reconnect (only a connection the backend
         opened).
+
+        Not while the connection is heard from: a request that times out while
+        other answers arrive on the same connection (a loaded server, a chunk
+        of hundreds of pipelined claims) is slowness, and a reconnect would
+        only drop every answer in flight. nats-py's reconnect also cancels its
+        reader without waiting for it, so a reconnect forced in the middle of
+        a stream of answers could parse a half-read message (seen as claim
+        answers that were not JSON, 4 processes of 5,000 jobs on 2 cores).
         """
+        if time.monotonic() - self._pipeline.heard_at < self.request_timeout:
+            return
         self._timeouts += 1
         if self._timeouts < RECONNECT_AFTER_TIMEOUTS:
             return
