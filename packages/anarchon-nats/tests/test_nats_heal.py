@@ -13,6 +13,7 @@ Either way the next slot runs within one heartbeat plus one call timeout
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
@@ -53,3 +54,31 @@ def test_connections_heal(nats_server: NatsServer, fault: str) -> None:
 
     with FaultProxy("127.0.0.1", nats_server.port) as proxy:
         asyncio.run(main(proxy))
+
+
+def test_timeouts_while_answers_arrive_force_no_reconnect(nats_server: NatsServer) -> None:
+    """Slowness is not a dead connection: no forced reconnect while answers still arrive."""
+
+    async def main() -> None:
+        backend = NatsBackend(
+            f"nats://127.0.0.1:{nats_server.port}",
+            stream=f"R{uuid.uuid4().hex[:10].upper()}",
+            prefix=f"r{uuid.uuid4().hex[:10]}.",
+            request_timeout=CALL_TIMEOUT_S,
+        )
+        await backend.init()
+        try:
+            nc = await backend._client()
+            backend._pipeline.heard_at = time.monotonic()  # an answer came in just now
+            for _ in range(RECONNECT_AFTER_TIMEOUTS * 3):
+                backend._no_answer("claim")
+            assert not backend._reconnects
+            assert nc.is_connected
+            backend._pipeline.heard_at = float("-inf")  # nothing heard for a whole timeout
+            for _ in range(RECONNECT_AFTER_TIMEOUTS):
+                backend._no_answer("claim")
+            assert backend._reconnects, "a silent connection must still be dropped"
+        finally:
+            await backend.close()
+
+    asyncio.run(main())
