@@ -17,9 +17,10 @@ import logging
 import signal
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from anarchon import RunContext, Scheduler
+from anarchon.errors import UnsupportedError
 
 
 def _write(out: TextIO, **row: object) -> None:
@@ -29,9 +30,14 @@ def _write(out: TextIO, **row: object) -> None:
 
 async def main(args: argparse.Namespace, out: TextIO) -> None:
     """Run the worker until SIGTERM, appending its records to ``out``."""
-    scheduler = Scheduler(
-        args.backend, instance_id=args.instance, control_cache=0, fleet_refresh="1s"
-    )
+    # No claim ahead: a slot claimed ahead keeps the controls read at its claim (a skip or
+    # pause stored within its lead does not stop it, docs/operations.md, "Pause, resume and
+    # skip"), and the scenario's CLI calls under load cannot be aimed within a 250 ms lead.
+    options: dict[str, Any] = {"control_cache": 0, "fleet_refresh": "1s"}
+    try:
+        scheduler = Scheduler(args.backend, instance_id=args.instance, claim_ahead=0, **options)
+    except UnsupportedError:  # a backend without leases never claims ahead
+        scheduler = Scheduler(args.backend, instance_id=args.instance, **options)
 
     async def tick(ctx: RunContext) -> None:
         start = time.time_ns() // 1_000_000
