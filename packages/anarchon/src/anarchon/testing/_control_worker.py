@@ -31,8 +31,8 @@ def _write(out: TextIO, **row: object) -> None:
 async def main(args: argparse.Namespace, out: TextIO) -> None:
     """Run the worker until SIGTERM, appending its records to ``out``."""
     # No claim ahead: a slot claimed ahead keeps the controls read at its claim (a skip or
-    # pause stored within its lead does not stop it, docs/operations.md, "Pause, resume and
-    # skip"), and the scenario's CLI calls under load cannot be aimed within a 250 ms lead.
+    # pause stored within its lead does not stop it; see docs/operations.md,
+    # "Pause, resume and skip"), and the CLI under load cannot be aimed within a 250 ms lead.
     options: dict[str, Any] = {"control_cache": 0, "fleet_refresh": "1s"}
     try:
         scheduler = Scheduler(args.backend, instance_id=args.instance, claim_ahead=0, **options)
