@@ -51,21 +51,22 @@ class Probe:
         fault = self.faults.get(name)
         if fault is not None:
             raise fault
-        if threading.get_ident() != self._home:
+        home = threading.get_ident() == self._home
+        if home:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        else:
             self._thread_in_flight += 1
             self.thread_peak = max(self.thread_peak, self._thread_in_flight)
-            try:
-                return await call()
-            finally:
-                self._thread_in_flight -= 1
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
         try:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             return await call()
         finally:
-            self.in_flight -= 1
+            if home:
+                self.in_flight -= 1
+            else:
+                self._thread_in_flight -= 1
 
 
 class ProbedRunStore(MemoryRunStore):
