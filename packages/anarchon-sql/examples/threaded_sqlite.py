@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
@@ -65,6 +66,25 @@ class NumberedSqliteDialect(SqlDialect):
         return isinstance(error, sqlite3.OperationalError) and "already exists" in str(error)
 
 
+def _enable_wal(conn: sqlite3.Connection, give_up: float) -> None:
+    """Switch the file to WAL, retrying while another connection holds it.
+
+    Changing the journal mode needs an exclusive lock, and SQLite may answer
+    "database is locked" at once instead of calling the busy handler when
+    several connections open a fresh file together.
+    """
+    while True:
+        try:
+            (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+            if str(mode).lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > give_up:
+                raise
+            time.sleep(0.01)
+
+
 class ThreadedSqliteClient:
     """A hand-written :class:`SqlClient`: one ``sqlite3`` connection on one worker thread."""
 
@@ -83,7 +103,11 @@ class ThreadedSqliteClient:
 
         def opener() -> None:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-            conn.execute("PRAGMA journal_mode = WAL")
+            try:
+                _enable_wal(conn, give_up=time.monotonic() + max(self.timeout, 1.0))
+            except BaseException:
+                conn.close()
+                raise
             self._conn = conn
 
         await self._call(opener)

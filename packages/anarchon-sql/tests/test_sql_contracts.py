@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,37 @@ class TestExampleSubclass(BackendContract, LeaseContract, FleetContract):
 
 def test_example_file_exists() -> None:
     assert os.path.exists(EXAMPLE)
+
+
+def test_example_clients_opening_a_fresh_file_together_all_open(tmp_path: Path) -> None:
+    """Switching a fresh file to WAL can answer "database is locked" at once (no busy
+    handler); the example retries it, so clients opened together all open (a CI run of
+    the cross-thread race failed so before)."""
+    module = load_example()
+    failures: list[BaseException] = []
+
+    def open_and_close(path: str) -> None:
+        async def main() -> None:
+            client = module.ThreadedSqliteClient(path)
+            try:
+                await client.open()
+                assert (await client.all("PRAGMA journal_mode"))[0][0] == "wal"
+            finally:
+                await client.close()
+
+        try:
+            asyncio.run(main())
+        except BaseException as error:
+            failures.append(error)
+
+    for round_ in range(100):
+        path = str(tmp_path / f"fresh-{round_}.db")
+        threads = [threading.Thread(target=open_and_close, args=(path,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert not failures, f"{len(failures)} opens failed, the first: {failures[0]!r}"
 
 
 class TestPostgresModel(LeaseModelContract):
