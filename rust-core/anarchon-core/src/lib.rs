@@ -9,6 +9,7 @@ pub mod error;
 pub mod history;
 pub mod interval;
 pub mod jitter;
+pub mod result_json;
 pub mod schedule;
 pub mod timetable;
 

@@ -2,12 +2,14 @@
 //! the logic lives in the `anarchon-core` crate.
 
 use anarchon_core::history::{self, Claim, RunResult};
+use anarchon_core::result_json::{result_json as core_result_json, ResultFields};
 use anarchon_core::{
     CronSchedule, Every, Schedule as CoreSchedule, ScheduleError, Timetable as CoreTimetable,
 };
 use pyo3::exceptions::PyOverflowError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
 /// The most slots or due jobs one call returns (the list is built in memory).
 const MAX_LIMIT: usize = 10_000_000;
@@ -355,6 +357,61 @@ fn build_history(
         .collect())
 }
 
+/// A string attribute as `&str`; None if it is not a `str` (or holds a lone surrogate).
+fn str_attr<'a>(value: &'a Bound<'_, PyAny>) -> Option<&'a str> {
+    value.cast::<PyString>().ok()?.to_str().ok()
+}
+
+/// An optional string attribute: `Some(None)` for `None`, None if it is not a `str`.
+fn opt_str_attr<'a>(value: &'a Bound<'_, PyAny>) -> Option<Option<&'a str>> {
+    if value.is_none() {
+        return Some(None);
+    }
+    str_attr(value).map(Some)
+}
+
+/// An optional int attribute: `Some(None)` for `None`, None if it is not an `i64`.
+fn opt_int_attr(value: &Bound<'_, PyAny>) -> Option<Option<i64>> {
+    if value.is_none() {
+        return Some(None);
+    }
+    value.extract::<i64>().ok().map(Some)
+}
+
+/// A stored result (any object with `StoredResult`'s fields) as the JSON text
+/// `json.dumps(fields, separators=(",", ":"), sort_keys=True)` writes; None
+/// when a field is not what the fast path handles (a string that is not a
+/// `str`, an int beyond 64 bits): the caller then writes it with `json`.
+#[pyfunction]
+fn result_json(result: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    let py = result.py();
+    let slot = result.getattr(intern!(py, "slot"))?;
+    let token = result.getattr(intern!(py, "token"))?;
+    let instance_id = result.getattr(intern!(py, "instance_id"))?;
+    let status = result.getattr(intern!(py, "status"))?;
+    let started_at = result.getattr(intern!(py, "started_at"))?;
+    let finished_at = result.getattr(intern!(py, "finished_at"))?;
+    let error = result.getattr(intern!(py, "error"))?;
+    let attempt = result.getattr(intern!(py, "attempt"))?;
+    let manual = result.getattr(intern!(py, "manual"))?.is_truthy()?;
+    let reason = result.getattr(intern!(py, "reason"))?;
+    let fields = (|| {
+        Some(ResultFields {
+            slot: slot.extract::<i64>().ok()?,
+            token: str_attr(&token)?,
+            instance_id: str_attr(&instance_id)?,
+            status: str_attr(&status)?,
+            started_at: opt_int_attr(&started_at)?,
+            finished_at: opt_int_attr(&finished_at)?,
+            error: opt_str_attr(&error)?,
+            attempt: attempt.extract::<i64>().ok()?,
+            manual,
+            reason: opt_str_attr(&reason)?,
+        })
+    })();
+    Ok(fields.map(|f| core_result_json(&f)))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The Cargo workspace version: the one version source of every anarchon package.
@@ -364,5 +421,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(next_after_many, m)?)?;
     m.add_function(wrap_pyfunction!(jitter_ms, m)?)?;
     m.add_function(wrap_pyfunction!(build_history, m)?)?;
+    m.add_function(wrap_pyfunction!(result_json, m)?)?;
     Ok(())
 }

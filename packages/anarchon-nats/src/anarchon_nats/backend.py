@@ -44,6 +44,7 @@ from anarchon.fleet_types import Declaration, JobControl
 from anarchon.history import build_history
 from anarchon.jobs import DEFAULTS
 from anarchon.registry import redact_url
+from anarchon.result_json import result_json
 from anarchon.types import (
     ClaimInput,
     ClaimRecord,
@@ -1184,36 +1185,7 @@ class NatsBackend(Backend):
 
     def _result_request(self, job: str, result: StoredResult) -> Request:
         subject = (self._subjects.get(job) or self._job_subjects(job))[1]
-        if result.error is not None or result.reason is not None:
-            payload = _dumps(
-                {
-                    "slot": result.slot,
-                    "token": result.token,
-                    "instance_id": result.instance_id,
-                    "status": result.status,
-                    "started_at": result.started_at,
-                    "finished_at": result.finished_at,
-                    "error": result.error,
-                    "attempt": result.attempt,
-                    "manual": result.manual,
-                    "reason": result.reason,
-                }
-            )
-            return subject, payload, None
-        # The common case (no error text), the same JSON written directly: the hot path.
-        token = result.token
-        token = f'"{token}"' if token.isalnum() else json.dumps(token)
-        status = result.status
-        status = f'"{status}"' if status.isalnum() else json.dumps(status)
-        payload = (
-            f'{{"slot":{int(result.slot)},"token":{token},'
-            f'"instance_id":{self._instance_json(result.instance_id)},"status":{status},'
-            f'"started_at":{_json_int(result.started_at)},'
-            f'"finished_at":{_json_int(result.finished_at)},"error":null,'
-            f'"attempt":{int(result.attempt)},"manual":{"true" if result.manual else "false"},'
-            f'"reason":null}}'
-        ).encode()
-        return subject, payload, None
+        return subject, result_json(result).encode(), None
 
     async def save_result(
         self,
@@ -1490,10 +1462,6 @@ class NatsBackend(Backend):
                 await sub.unsubscribe()
             except Exception as error:  # pragma: no cover - connection already gone
                 log.debug("anarchon: unsubscribe failed: %r", error)
-
-
-def _json_int(value: int | None) -> str:
-    return "null" if value is None else str(int(value))
 
 
 def _opt_int(value: Any) -> int | None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import abc
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from anarchon.backend import RunStore
 from anarchon.batching import per_item
 from anarchon.errors import UnsupportedError
+from anarchon.result_json import result_json
 from anarchon.types import (
     ClaimInput,
     ClaimRecord,
@@ -226,44 +226,14 @@ class Runtime(abc.ABC):
         )
 
 
-_RESULT_JSON = (
-    '{"attempt":%d,"error":%s,"finished_at":%s,"instance_id":%s,"manual":%s,'
-    '"reason":%s,"slot":%d,"started_at":%s,"status":%s,"token":%s}'
-)
-_PLAIN = re.compile(r"[\w.:\-]*\Z", re.ASCII)
-"""Strings JSON writes as they are (no quote, backslash, control or non-ASCII character)."""
-
-
-def _json_str(value: str | None) -> str:
-    if value is None:
-        return "null"
-    if _PLAIN.match(value):
-        return f'"{value}"'
-    return json.dumps(value)
-
-
-def _json_int(value: int | None) -> str:
-    return "null" if value is None else str(int(value))
-
-
 def encode_result(result: StoredResult) -> str:
     """A result as stored in the ``results`` sorted set (JSON, the same keys as the Lua side).
 
-    The text ``json.dumps(..., separators=(",", ":"), sort_keys=True)`` writes,
-    built from a template (this runs once per job-slot).
+    :func:`anarchon.result_json.result_json`: the text ``json.dumps(...,
+    separators=(",", ":"), sort_keys=True)`` writes, from the Rust core (this
+    runs once per job-slot).
     """
-    return _RESULT_JSON % (
-        int(result.attempt),
-        _json_str(result.error),
-        _json_int(result.finished_at),
-        _json_str(result.instance_id),
-        "true" if result.manual else "false",
-        _json_str(getattr(result, "reason", None)),
-        int(result.slot),
-        _json_int(result.started_at),
-        _json_str(result.status),
-        _json_str(result.token),
-    )
+    return result_json(result)
 
 
 def _opt_int(value: Any) -> int | None:
