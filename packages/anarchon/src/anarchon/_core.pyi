@@ -20,6 +20,7 @@ __all__ = [
     "build_history",
     "jitter_ms",
     "next_after_many",
+    "result_json",
 ]
 
 @final
