@@ -15,7 +15,7 @@ for CPU, the same store counters for round trips):
   sends: Redis, one ``EVALSHA`` of the backend's batch claim script per chunk
   (every item's KEYS and ARGV in the backend's layout), the chunks in one
   redis-py pipeline; PostgreSQL, one ``claim_many_v2(arrays)`` statement per
-  chunk (psycopg, autocommit); SQLite, the backend's claim statements for the whole chunk
+  chunk (psycopg, autocommit, the arrays as literals like the backend); SQLite, the backend's claim statements for the whole chunk
   in one ``BEGIN IMMEDIATE`` transaction (aiosqlite); NATS, ``js.publish`` with
   ``Nats-Msg-Id`` for the whole chunk, acks awaited together.
 - ``raw single``: the same claim one at a time, each awaited (time-bounded).
@@ -269,7 +269,7 @@ class PostgresRaw(Raw):
     how_single = "the backend's claim_v2() statement, one at a time (psycopg, autocommit)"
     how_batch = (
         "the backend's claim_many_v2(arrays) statement, one per chunk (psycopg, autocommit),"
-        " as the backend sends it"
+        " the arrays as literals, as the backend sends them"
     )
 
     async def open(self, url: str, backend: Any) -> None:
@@ -308,7 +308,11 @@ class PostgresRaw(Raw):
 
     async def batch(self, part: Sequence[Item]) -> None:
         columns = list(zip(*(self._params(item) for item in part), strict=True))
-        cur = await self.conn.execute(self.many, [list(column) for column in columns])
+        from anarchon_sql.pg_arrays import array_literal
+
+        cur = await self.conn.execute(
+            self.many, [array_literal(list(column)) for column in columns]
+        )
         rows = await cur.fetchall()
         if len(rows) != len(part) or any(row[1] != "won" for row in rows):
             raise AssertionError(rows[:3])

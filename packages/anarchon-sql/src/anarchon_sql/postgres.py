@@ -33,6 +33,7 @@ from anarchon_sql.base import SqlBackend
 from anarchon_sql.client import Row, SqlClient, is_sql_client
 from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, ParamStyle, SqlDialect
 from anarchon_sql.driver_errors import is_connection_error, redact_dsn, scrub, secrets_of_dsn
+from anarchon_sql.pg_arrays import literal_params
 from anarchon_sql.pg_deadline import DEFAULT_CALL_TIMEOUT_S, IdleCheck, bounded, with_libpq_defaults
 from anarchon_sql.pg_functions import (
     CLAIM_FUNCTION,
@@ -193,7 +194,8 @@ def _unavailable(error: BaseException, where: str) -> BackendUnavailableError | 
 
 
 async def _execute(conn: Any, sql: str, params: Sequence[Any]) -> list[Row]:
-    cur = await conn.execute(sql, tuple(params) if params else None)
+    # Lists go as array literals: psycopg's own list dumping is Python per element.
+    cur = await conn.execute(sql, literal_params(params) if params else None)
     if cur.description is None:
         return []
     rows = await cur.fetchall()
