@@ -28,6 +28,7 @@ from typing import Any
 from anarchon.backend import RunStore
 from anarchon.errors import DedupeWindowError
 from anarchon.history import build_history
+from anarchon.result_json import result_json
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
     ActiveRun,
@@ -54,7 +55,6 @@ from anarchon_redis._runtime import (
     Store,
     claim_records,
     decode_result,
-    encode_result,
     run_batched,
 )
 from anarchon_redis.strategies import Lease
@@ -248,7 +248,7 @@ class LeaseRuntime(Runtime):
         def args(i: int) -> tuple[Any, ...]:
             w = writes[i]
             r = w.result
-            return (int(r.slot), r.token, encode_result(r), r.status, self.result_kind(w.job, r))
+            return (int(r.slot), r.token, result_json(r), r.status, self.result_kind(w.job, r))
 
         def profile(i: int) -> tuple[Any, ...]:
             w = writes[i]
@@ -411,7 +411,7 @@ class RedisRunStore(RunStore):
 
         def args(i: int) -> tuple[Any, ...]:
             f = finishes[i]
-            return (int(f.slot), f.token, f.status, encode_result(writes[i].result))
+            return (int(f.slot), f.token, f.status, result_json(writes[i].result))
 
         replies = await run_batched(
             conn, _lua.LEASE_FINISH_SAVE, [f.job for f in finishes], keys, args

@@ -16,7 +16,6 @@ from typing import Any, Protocol
 from anarchon.backend import RunStore
 from anarchon.batching import per_item
 from anarchon.errors import UnsupportedError
-from anarchon.result_json import result_json
 from anarchon.types import (
     ClaimInput,
     ClaimRecord,
@@ -35,7 +34,6 @@ __all__ = [
     "append_manual_run",
     "chunks",
     "decode_result",
-    "encode_result",
     "group_by_job",
     "refuse_lease_options",
     "retry_noscript",
@@ -224,16 +222,6 @@ class Runtime(abc.ABC):
             lambda w: self.save_result(w.job, w.result, w.history_size, w.history_ttl_ms),
             writes,
         )
-
-
-def encode_result(result: StoredResult) -> str:
-    """A result as stored in the ``results`` sorted set (JSON, the same keys as the Lua side).
-
-    :func:`anarchon.result_json.result_json`: the text ``json.dumps(...,
-    separators=(",", ":"), sort_keys=True)`` writes, from the Rust core (this
-    runs once per job-slot).
-    """
-    return result_json(result)
 
 
 def _opt_int(value: Any) -> int | None:

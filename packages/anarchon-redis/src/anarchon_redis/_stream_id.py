@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from anarchon.history import build_history
+from anarchon.result_json import result_json
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
 
 from anarchon_redis import _lua
@@ -32,7 +33,6 @@ from anarchon_redis._runtime import (
     append_manual_run,
     claim_records,
     decode_result,
-    encode_result,
     group_by_job,
     refuse_lease_options,
     retry_noscript,
@@ -138,8 +138,7 @@ class StreamIdRuntime(Runtime):
         by_job = group_by_job(writes)
         trim = _lua.TRIM_STREAM
         adds = [
-            ("ZADD", self.keys(w.job)[2], int(w.result.slot), encode_result(w.result))
-            for w in writes
+            ("ZADD", self.keys(w.job)[2], int(w.result.slot), result_json(w.result)) for w in writes
         ]
         trims: list[tuple[Any, ...]] = []
         for job, last in by_job.items():

@@ -10,6 +10,7 @@ holds a lone surrogate, an int beyond 64 bits) goes through :mod:`json`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -20,19 +21,8 @@ __all__ = ["result_fields", "result_json"]
 
 
 def result_fields(result: StoredResult) -> dict[str, Any]:
-    """The ten fields of ``result`` by name, as :func:`result_json` writes them."""
-    return {
-        "slot": result.slot,
-        "token": result.token,
-        "instance_id": result.instance_id,
-        "status": result.status,
-        "started_at": result.started_at,
-        "finished_at": result.finished_at,
-        "error": result.error,
-        "attempt": result.attempt,
-        "manual": bool(result.manual),
-        "reason": result.reason,
-    }
+    """The fields of ``result`` by name, as :func:`result_json` writes them."""
+    return {**dataclasses.asdict(result), "manual": bool(result.manual)}
 
 
 def result_json(result: StoredResult) -> str:
