@@ -84,11 +84,32 @@ def test_history_that_disagrees_is_reported(tmp_path: Path) -> None:
 
 def test_one_winner_a_short_window_and_retries_are_reported(tmp_path: Path) -> None:
     result = _result(tmp_path, {"a": WINDOW, "b": []})
-    result.runs.append(FleetRun(5200, 2, "a"))
+    result.runs.append(FleetRun(3200, 2, "a"))
     problems = "\n".join(result.problems(min_window_s=10.0))
     assert "only ['a'] won slots of the window" in problems
     assert "ran together for only 2.8 s (< 10.0 s)" in problems
-    assert "1 runs were not a first attempt" in problems
+    assert "1 runs were not a first attempt: [FleetRun(slot=3200" in problems
+
+
+def test_a_second_attempt_after_the_window_is_a_hand_over_not_a_problem(tmp_path: Path) -> None:
+    # A stopping process hands over what it claimed ahead; a later-stopping one runs it again.
+    result = _result(tmp_path, {"a": WINDOW[::2], "b": WINDOW[1::2]})
+    result.runs.append(FleetRun(5000, 2, "b"))
+    assert result.problems() == []
+    result.history = _history(result)  # the store has no hand-over of attempt 1: reported
+    assert result.problems() == [
+        "1 runs outside the window were not a first attempt and the history has no hand-over"
+        " of the attempt before: [FleetRun(slot=5000, attempt=2, instance='b',"
+        " started_ms=None, job=None)]"
+    ]
+    result.history.append(RunRecord("synthetic", 5000, "a", "interrupted", "handed_over"))
+    assert result.problems() == []
+    inside = _result(tmp_path, {"a": WINDOW[:-1:2], "b": WINDOW[1::2]})
+    inside.runs.append(FleetRun(WINDOW[-1], 2, "b"))
+    assert inside.problems() == [
+        f"1 runs were not a first attempt: [FleetRun(slot={WINDOW[-1]}, attempt=2,"
+        " instance='b', started_ms=None, job=None)]"
+    ]
 
 
 def test_a_crashed_or_silent_process_fails_first(tmp_path: Path) -> None:

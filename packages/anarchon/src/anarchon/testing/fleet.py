@@ -263,9 +263,15 @@ class FleetResult:
             if len(problems) >= 20:
                 problems.append("(further jobs not listed)")
                 break
-        retried = [r for r in self.runs if r.attempt != 1]
+        retried = [r for r in self.runs if r.attempt != 1 and self._in(window, r.slot)]
         if retried:
             problems.append(f"{len(retried)} runs were not a first attempt: {retried[:10]}")
+        unexplained = self._edge_retries_not_handed_over(window)
+        if unexplained:
+            problems.append(
+                f"{len(unexplained)} runs outside the window were not a first attempt and the"
+                f" history has no hand-over of the attempt before: {unexplained[:10]}"
+            )
         if window:
             instances = {r.instance for r in self.runs if window[0] <= r.slot <= window[-1]}
             wanted = min(min_instances, self.processes)
@@ -276,6 +282,31 @@ class FleetResult:
         if self.history is not None and window:
             problems.extend(self._history_problems(window))
         return problems
+
+    @staticmethod
+    def _in(window: list[int], slot: int) -> bool:
+        return bool(window) and window[0] <= slot <= window[-1]
+
+    def _edge_retries_not_handed_over(self, window: list[int]) -> list[FleetRun]:
+        """Second attempts at the edges, unless history shows the attempt before handed over.
+
+        A stopping process hands over the runs it claimed ahead and did not start
+        within ``stop_grace``; a process still running takes them as the next
+        attempt. Without a history the edges are not checked.
+        """
+        if self.history is None:
+            return []
+        single = self.job_names()[0] if len(self.job_names()) == 1 else None
+        handed = {
+            (single or r.job, r.slot, r.attempt) for r in self.history if r.reason == "handed_over"
+        }
+        return [
+            r
+            for r in self.runs
+            if r.attempt != 1
+            and not self._in(window, r.slot)
+            and (single or r.job, r.slot, r.attempt - 1) not in handed
+        ]
 
     def _history_problems(self, window: list[int]) -> list[str]:
         assert self.history is not None

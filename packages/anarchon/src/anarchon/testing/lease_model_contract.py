@@ -11,9 +11,9 @@ overrides :meth:`LeaseModelContract.advance_store_clock` (the memory backend
 with a :class:`~anarchon.testing.FakeClock`); otherwise short real leases and
 real sleeps are used. With a real clock the exact store time of a call is
 only known to lie between two ``now_ms()`` readings taken around it, so the
-model is evaluated at both ends (and each stored lease is kept as the
-interval it may lie in); the store's answer must equal the model's at one of
-them, and where both ends agree, it must equal that answer exactly.
+model is evaluated at both ends and at every stored lease end between them
+(and each stored lease is kept as the interval it may lie in); the store's
+answer must equal the model's at one of those times.
 
     from anarchon.testing import LeaseModelContract
 
@@ -67,14 +67,21 @@ _View = dict[int, LeaseState]
 
 
 def _views(model: dict[int, _Slot], t0: int, t1: int) -> list[tuple[_View, int]]:
-    """The extreme readings of the model: every lease at its low or high end, at ``t0`` or ``t1``."""
+    """The extreme readings of the model: every lease at its low or high end, at each time that matters.
+
+    The times are ``t0``, ``t1`` and every stored lease end between them: a
+    lease that expires inside the call's interval makes the answer change
+    there, and a lease the store then grants counts from that moment, not
+    only from ``t1``.
+    """
+    times = sorted({t0, t1} | {x for s in model.values() for x in (s.lo, s.hi) if t0 < x < t1})
     out: list[tuple[_View, int]] = []
     for end in ("lo", "hi"):
         view = {
             slot: replace(s.state, lease_expires_at=s.lo if end == "lo" else s.hi)
             for slot, s in model.items()
         }
-        out.extend((view, now) for now in (t0, t1))
+        out.extend((view, now) for now in times)
     return out
 
 
