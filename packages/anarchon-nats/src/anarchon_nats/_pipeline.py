@@ -19,12 +19,11 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from anarchon_nats._frames import Request, write_frames
+
 __all__ = ["Pipeline", "Request"]
 
 log = logging.getLogger("anarchon.nats")
-
-Request = tuple[str, bytes, "dict[str, str] | None"]
-"""``(subject, payload, headers)`` of one request."""
 
 
 class _Batch:
@@ -99,8 +98,9 @@ class Pipeline:
         reply = f"{base}.{batch_id}."
         timer: asyncio.TimerHandle | None = None
         try:
-            for index, (subject, payload, headers) in enumerate(requests):
-                await nc.publish(subject, payload, reply=f"{reply}{index}", headers=headers)
+            if not await write_frames(nc, requests, reply):
+                for index, (subject, payload, headers) in enumerate(requests):
+                    await nc.publish(subject, payload, reply=f"{reply}{index}", headers=headers)
             # One timer and one future per chunk (no task): time up finishes the batch.
             timer = loop.call_later(timeout, batch.finish)
             await batch.done
