@@ -283,10 +283,15 @@ async def _batched_round(backend: RedisBackendBase, claims: list[RunClaim]) -> f
     claimed = time.perf_counter() - t0
     if any(o.kind != "won" for o in outcomes):
         raise AssertionError([o for o in outcomes if o.kind != "won"][:3])
-    finished = await runs.finish_many([RunFinish(c.job, c.slot, c.token, "ok") for c in claims])
+    finishes = [RunFinish(c.job, c.slot, c.token, "ok") for c in claims]
+    writes = [ResultWrite(c.job, _result(c), HISTORY_SIZE) for c in claims]
+    # As the scheduler does: a finish and its result in one step where the store offers it.
+    finished = await runs.finish_and_save_many(finishes, writes)
+    if finished is None:
+        finished = await runs.finish_many(finishes)
+        await backend.save_results(writes)
     if not all(finished):
         raise AssertionError("a finish was refused")
-    await backend.save_results([ResultWrite(c.job, _result(c), HISTORY_SIZE) for c in claims])
     return claimed
 
 

@@ -22,8 +22,13 @@ class TaskSet:
         self, coro: Coroutine[Any, Any, Any], name: str = "anarchon-task"
     ) -> asyncio.Task[Any]:
         """Start ``coro`` as a task of this set (work: ``stop()`` waits for it)."""
-        task = asyncio.get_running_loop().create_task(self._tracked(coro), name=name)
+        # The task owns ``coro`` itself (no wrapper coroutine): a task cancelled before its
+        # first step then closes ``coro``, where a wrapper never started left it unawaited
+        # ("coroutine ... was never awaited" when it was collected). Tasks are spawned per
+        # chunk of work, so the done callback's extra turn of the loop does not count.
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         return task
 
     def spawn_loop(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
@@ -31,13 +36,6 @@ class TaskSet:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._loops[name] = task
         return task
-
-    async def _tracked(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        # Cheaper than add_done_callback, which costs one more trip through the event loop.
-        try:
-            return await coro
-        finally:
-            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type,unused-ignore]
 
     def work(self) -> set[asyncio.Task[Any]]:
         """Unfinished work tasks, except the caller's own."""

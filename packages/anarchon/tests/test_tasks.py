@@ -1,0 +1,50 @@
+"""``anarchon.tasks.TaskSet``: spawned work leaves the set when it ends, however it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import warnings
+
+from anarchon.tasks import TaskSet
+
+
+async def _work(done: list[str]) -> None:
+    await asyncio.sleep(0)
+    done.append("ran")
+
+
+def test_work_leaves_the_set_when_it_ends_and_work_lists_only_unfinished_tasks() -> None:
+    async def main() -> None:
+        tasks = TaskSet()
+        done: list[str] = []
+        first = tasks.spawn(_work(done), "a")
+        second = tasks.spawn(_work(done), "b")
+        assert tasks.work() == {first, second}
+        await asyncio.gather(first, second)
+        assert done == ["ran", "ran"]
+        assert tasks.work() == set()
+        await asyncio.sleep(0)  # the done callbacks
+        assert tasks.all() == []
+
+    asyncio.run(main())
+
+
+def test_a_task_cancelled_before_it_started_leaves_no_unawaited_coroutine() -> None:
+    # stop() (or a crash test) may cancel work spawned in the same turn of the loop.
+    async def main() -> None:
+        tasks = TaskSet()
+        done: list[str] = []
+        task = tasks.spawn(_work(done), "cancelled at once")
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert task.cancelled()
+        assert done == []
+        await asyncio.sleep(0)
+        assert tasks.all() == []
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(main())
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
