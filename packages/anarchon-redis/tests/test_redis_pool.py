@@ -8,6 +8,7 @@ The backend never has more calls in flight than the client's pool holds
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 import uuid
@@ -90,6 +91,10 @@ def test_two_thousand_jobs_due_at_once_through_a_pool_of_four(
             await client.aclose()
         return began, ended
 
+    # Earlier tests' garbage (the cluster contract suites hand in RedisCluster clients they
+    # do not close) is collected now, not by a collection during this run: redis-py reports
+    # an unclosed client to the running loop, whose handler would log it here.
+    gc.collect()
     with caplog.at_level(logging.WARNING, logger="anarchon"):
         began, ended = asyncio.run(main())
     problems = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
