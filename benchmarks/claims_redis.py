@@ -295,21 +295,24 @@ async def _batched_round(backend: RedisBackendBase, claims: list[RunClaim]) -> f
     return claimed
 
 
+def claim_call(runtime: LeaseRuntime, part: list[RunClaim]) -> tuple[list[Any], list[Any]]:
+    """``(KEYS, ARGV)`` of one batch claim call, in the backend's layout (run_batched, profiles)."""
+    keys: list[Any] = []
+    items: list[Any] = []
+    profiles: dict[tuple[Any, ...], int] = {}
+    for c in part:
+        keys.extend(runtime.keys(c.job))
+        items.extend(runtime.claim_args(c))
+        items.append(profiles.setdefault(runtime.claim_profile(c), len(profiles) + 1))
+    return keys, [len(profiles), *(v for p in profiles for v in p), *items]
+
+
 async def _raw_batched_round(client: Any, runtime: LeaseRuntime, claims: list[RunClaim]) -> float:
     """The batch claim script through the driver: one EVALSHA per chunk, nothing else."""
     script = _lua.LEASE_CLAIM
-    chunk = CHUNK
     calls = []
-    for start in range(0, len(claims), chunk):
-        part = claims[start : start + chunk]
-        keys: list[Any] = []
-        items: list[Any] = []
-        profiles: dict[tuple[Any, ...], int] = {}
-        for c in part:  # the backend's layout (run_batched with profiles)
-            keys.extend(runtime.keys(c.job))
-            items.extend(runtime.claim_args(c))
-            items.append(profiles.setdefault(runtime.claim_profile(c), len(profiles) + 1))
-        args: list[Any] = [len(profiles), *(v for p in profiles for v in p), *items]
+    for start in range(0, len(claims), CHUNK):
+        keys, args = claim_call(runtime, claims[start : start + CHUNK])
         calls.append((len(keys), keys, args))
     t0 = time.perf_counter()
     async with client.pipeline(transaction=False) as pipe:

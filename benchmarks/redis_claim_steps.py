@@ -33,6 +33,7 @@ from anarchon.types import RunClaim
 from anarchon_redis import RedisBackend, ValkeyBackend, _lua
 from anarchon_redis._lease import LeaseRuntime
 from anarchon_redis._runtime import CHUNK
+from claims_redis import claim_call  # type: ignore[import-not-found,unused-ignore]
 from redis_servers import start_server  # type: ignore[import-not-found]
 
 BASE_SLOT = 1_700_000_000_000
@@ -63,17 +64,6 @@ def variants() -> dict[str, str]:
         ),
         "the real script": real,
     }
-
-
-def _call_args(runtime: LeaseRuntime, claims: list[RunClaim]) -> list[Any]:
-    keys: list[Any] = []
-    items: list[Any] = []
-    profiles: dict[tuple[Any, ...], int] = {}
-    for c in claims:  # the backend's layout (run_batched with profiles)
-        keys.extend(runtime.keys(c.job))
-        items.extend(runtime.claim_args(c))
-        items.append(profiles.setdefault(runtime.claim_profile(c), len(profiles) + 1))
-    return [len(keys), *keys, len(profiles), *(v for p in profiles for v in p), *items]
 
 
 async def measure(kind: str, rounds: int) -> dict[str, list[float]]:
@@ -108,7 +98,8 @@ async def measure(kind: str, rounds: int) -> dict[str, list[float]]:
                         for j in range(CHUNK)
                     ]
                     await client.execute_command("CONFIG", "RESETSTAT")
-                    await client.execute_command("EVALSHA", sha, *_call_args(runtime, claims))
+                    keys, argv = claim_call(runtime, claims)
+                    await client.execute_command("EVALSHA", sha, len(keys), *keys, *argv)
                     stats = await client.info("commandstats")
                     if r:
                         found[name].append(float(stats["cmdstat_evalsha"]["usec"]) / CHUNK)
