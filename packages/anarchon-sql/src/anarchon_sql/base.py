@@ -996,15 +996,12 @@ class SqlBackend(Backend):
 
     async def _claim_chunk_tx(self, tx: SqlClient, chunk: Sequence[RunClaim]) -> list[Row]:
         rows: list[Row] = [()] * len(chunk)
-        now: int | None = None
         for i in _by_job([c.job for c in chunk]):
             c = chunk[i]
             if self._claim_sql is not None:
                 rows[i] = tuple((await tx.all(self._claim_sql, self._claim_params(c)))[0])
             else:
-                if now is None:
-                    now = int((await tx.all(self._sql.now, ()))[0][0])
-                rows[i] = await self._claim_tx(tx, c, now)
+                rows[i] = await self._claim_tx(tx, c)
         return rows
 
     async def _heartbeat_chunk_tx(
@@ -1083,21 +1080,15 @@ class SqlBackend(Backend):
             return result
         return await client.transaction(fn)
 
-    async def _claim_tx(self, tx: SqlClient, c: RunClaim, now: int | None = None) -> Row:
+    async def _claim_tx(self, tx: SqlClient, c: RunClaim) -> Row:
         """The claim tree (docs/leases.md) inside one transaction (generic path).
 
         The reference model (:func:`anarchon.lease_model.decide_claim`)
-        decides; this writes what it says, in this store's tables. ``now``:
-        the server time read once for a whole chunk (as Redis runs a chunk at
-        one ``TIME``), else read here. It is read inside the call, after the
-        claim was sent, so a lease it grants never ends before the one its
-        instance counts from the send; a chunk's later items see it a few ms
-        old, which only ever keeps a lease live longer or a claim in time.
+        decides; this writes what it says, in this store's tables.
         """
         s = self._sql
         await self.dialect.serialize(tx, self.tables.prefix + "job:" + c.job)
-        if now is None:
-            now = int((await tx.all(s.now, ()))[0][0])
+        now = int((await tx.all(s.now, ()))[0][0])
         rows = await tx.all(s.run_row, (c.job, c.slot))
         prior = _lease_state(rows[0]) if rows else None
         blocker = None
