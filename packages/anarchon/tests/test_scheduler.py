@@ -151,10 +151,47 @@ async def test_add_and_remove_while_running() -> None:
         await asyncio.sleep(0.35)
         assert scheduler.remove("first")
         assert not scheduler.remove("first")
+        await asyncio.sleep(0.05)  # a run whose handler had started finishes (docstring of remove)
         before = ran["first"]
         await asyncio.sleep(0.4)
     assert ran["second"] >= 5
     assert ran["first"] == before
+
+
+class _HeldClaims(MemoryRunStore):
+    """The memory lease store, holding claims of job ``held`` until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
+        if any(c.job == "held" for c in claims) and not self.release.is_set():
+            self.holding.set()
+            await self.release.wait()
+        return await super().claim_many(claims)
+
+
+async def test_a_claim_answered_after_remove_does_not_start_the_handler() -> None:
+    """A claim in flight when its job is removed is handed over, not run."""
+    ran: list[int] = []
+    backend = MemoryBackend()
+    store = backend._store = backend.runs = _HeldClaims()
+
+    async def handler(ctx: RunContext) -> None:
+        ran.append(ctx.slot)
+
+    async with Scheduler(backend, instance_id="solo") as scheduler:
+        scheduler.every("held", "1s", handler, jitter=0, max_late="5s")
+        await asyncio.wait_for(store.holding.wait(), 5)
+        assert scheduler.remove("held")
+        store.release.set()
+        await asyncio.sleep(0.3)
+    assert ran == []
+    records = await scheduler.history("held", limit=10)
+    assert records, "the held claims left no record"
+    assert {(r.status, r.reason) for r in records} == {("interrupted", "handed_over")}
 
 
 async def test_stop_waits_for_running_handlers() -> None:

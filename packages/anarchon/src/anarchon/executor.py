@@ -21,6 +21,7 @@ from typing import Any
 
 from anarchon.context import OwnerCheck, RunContext
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
+from anarchon.jobs import Job
 from anarchon.resume_catch_up import log_catch_up
 from anarchon.run_state import Ending, Phase, Run
 from anarchon.tasks import TaskSet
@@ -55,6 +56,7 @@ class RunExecutor:
         retries: Retries | None = None,
         skip_check: Callable[[str, int], str | None] | None = None,
         max_wait_ms: int = 0,
+        registered: Callable[[Job], bool] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.now_ms = now_ms
@@ -69,6 +71,9 @@ class RunExecutor:
         self.max_wait_ms = max_wait_ms
         """The longest a won run waits for its fire time (``claim_ahead``): a store clock that
         stepped back after the claim does not hold a won run for longer."""
+        self.registered = registered
+        """``registered(job)``: False once the job was removed (a claim answered after
+        ``remove()`` hands its run over instead of starting the handler)."""
         self.active: dict[tuple[str, int], Run] = {}
         """Runs this instance won, by ``(job, slot)``, until their end is stored."""
         self._live_jobs: dict[str, int] = {}
@@ -98,6 +103,10 @@ class RunExecutor:
             self.active[run.key] = run  # the same slot again (a retry): one run counted
         else:
             self._live_jobs[job.name] = self._live_jobs.get(job.name, 0) + 1
+        if self.registered is not None and not self.registered(job):
+            run.waiting = True  # never started here: handed over like a run claimed ahead
+            self._hand_over(run)
+            return
         if run.fire_at > self.now_ms():  # claimed ahead: the handler starts at its fire time
             self._wait(run)
             return
@@ -154,9 +163,13 @@ class RunExecutor:
         """``job`` was removed: its runs claimed ahead that have not started are handed over."""
         for run in list(self.active.values()):
             if run.waiting and run.job.name == job:
-                if run.leased and run.ending is None:
-                    run.ending = Ending.HAND_OVER
-                self.cancel(run, "removed")
+                self._hand_over(run)
+
+    def _hand_over(self, run: Run) -> None:
+        """End a run whose handler has not started because its job was removed."""
+        if run.leased and run.ending is None:
+            run.ending = Ending.HAND_OVER
+        self.cancel(run, "removed")
 
     def alive(self) -> list[Run]:
         """Runs whose handler still lives (a task not done, or a thread not returned)."""

@@ -463,6 +463,7 @@ class Scheduler(JobDeclarations):
             retries=retries.run,
             skip_check=fleet.skip_reason,
             max_wait_ms=self.claim_ahead_ms,
+            registered=lambda job: self._jobs.get(job.name) is job,
         )
         results = ResultBatcher(
             instance_id=self.instance_id,
