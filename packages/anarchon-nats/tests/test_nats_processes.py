@@ -33,13 +33,17 @@ def test_eight_processes_run_each_slot_once(nats_url: str, tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_skewed_instance_clocks_follow_the_server_clock(nats_url: str, tmp_path: Path) -> None:
-    """Clocks 15 s ahead and 15 s behind, a 20 s duplicate window, max_late 5 s.
+    """Clocks 15 s ahead and 15 s behind, a 20 s duplicate window, max_late 5 s, 4 jobs.
 
     Each process schedules by the NATS server's clock (``now_ms()``: the time
     JetStream stamps on a stored message), so the skew changes nothing: every
     slot runs exactly once and none starts before its slot by the server's
     clock. The server runs on this machine, so its clock is the true wall
     clock the records' start times are read from.
+
+    Which process wins a slot is a race, so this fleet need not give each skew
+    a win; :func:`test_a_lone_skewed_instance_runs_every_slot_on_time` runs
+    each skew alone, where it must run every slot.
     """
     stream, prefix = f"SKEW{uuid.uuid4().hex[:6].upper()}", f"skew{uuid.uuid4().hex[:6]}."
     url = f"{nats_url}?stream={stream}&prefix={prefix}&duplicate_window_ms=20000"
@@ -51,6 +55,7 @@ def test_skewed_instance_clocks_follow_the_server_clock(nats_url: str, tmp_path:
         every_ms=500,
         jitter_ms=0,
         job="skewed",
+        jobs=4,
         job_options={"max_late": "5s"},
         clock_skews_ms=[15_000, -15_000],
         reader=NatsBackend(nats_url, stream=stream, prefix=prefix),
@@ -62,7 +67,35 @@ def test_skewed_instance_clocks_follow_the_server_clock(nats_url: str, tmp_path:
         f"early runs: {len(early)}; start - slot ms: min {lateness[0]}, max {lateness[-1]}",
     )
     assert early == []
-    assert {r.instance for r in result.runs} >= {"proc-0", "proc-1"}  # ahead and behind both won
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("skew_ms", [15_000, -15_000], ids=["ahead", "behind"])
+def test_a_lone_skewed_instance_runs_every_slot_on_time(
+    nats_url: str, tmp_path: Path, skew_ms: int
+) -> None:
+    """One process, its clock 15 s off, max_late 5 s: it runs every slot, none early.
+
+    By its own clock, a process ahead would start each run 15 s early and one
+    behind would find each slot 15 s late, past ``max_late``, and skip it
+    (missed slots). By the server's clock both run every slot of the window.
+    """
+    stream, prefix = f"LONE{uuid.uuid4().hex[:6].upper()}", f"lone{uuid.uuid4().hex[:6]}."
+    result = run_fleet(
+        f"{nats_url}?stream={stream}&prefix={prefix}&duplicate_window_ms=20000",
+        tmp_path=tmp_path,
+        processes=1,
+        window_s=5.0,
+        every_ms=500,
+        jitter_ms=0,
+        job="lone",
+        job_options={"max_late": "5s"},
+        clock_skews_ms=[skew_ms],
+        reader=NatsBackend(nats_url, stream=stream, prefix=prefix),
+    )
+    print(result.summary())
+    assert result.early() == []
+    assert {r.instance for r in result.runs} == {"proc-0"}
 
 
 @pytest.mark.slow
