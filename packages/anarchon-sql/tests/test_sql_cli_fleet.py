@@ -132,6 +132,7 @@ def test_watch_refreshes_until_interrupted(store: str) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     assert proc.stdout is not None
     headers = 0
@@ -141,7 +142,12 @@ def test_watch_refreshes_until_interrupted(store: str) -> None:
         if line.startswith("job "):
             headers += 1
     proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=60)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+        _, stacks = proc.communicate(timeout=30)
+        pytest.fail(f"status --watch did not end within 60 s of SIGINT:\n{stacks}")
     assert headers == 2
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""  # Ctrl-C ends --watch
 
