@@ -126,6 +126,12 @@ def test_pause_resume_and_skip_write_the_control(store: str) -> None:
     assert "drift" in drifted.stderr
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """Ctrl-C's default action, in the child: a shell's background job (a CI runner
+    started with ``&``) hands SIGINT down ignored, and Python keeps it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_watch_refreshes_until_interrupted(store: str) -> None:
     proc = subprocess.Popen(
         [*CLI, "status", "--backend", store, "--watch", "0.2"],
@@ -133,6 +139,7 @@ def test_watch_refreshes_until_interrupted(store: str) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        preexec_fn=_sigint_as_in_a_terminal,
     )
     assert proc.stdout is not None
     headers = 0
