@@ -70,7 +70,8 @@ def test_manage_py_anarchon_hands_over_on_sigterm_and_runserver_shows_history(
         workers[other].wait_for(
             lambda line: f"report slot={slot} attempt=2 on {other}" in line,
             20,
-            f"the take-over of slot {slot} by {other}",
+            f"the take-over of slot {slot} by {other} (the runner printed:\n"
+            f"{workers[runner].output()}\n)",
         )
         port = _free_port()
         web = Process(["manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"], PROJECT, env)
