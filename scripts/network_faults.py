@@ -1,4 +1,4 @@
-"""The fault x store table of issue 18: time to recover and slots lost, per networked store.
+"""The network-fault x store table: time to recover and slots lost, per networked store.
 
 Starts the servers the test fixtures use (Redis 7, PostgreSQL, nats-server;
 SQLite is a file), then for each store runs the checks the test suite runs
@@ -13,13 +13,13 @@ once, through ``anarchon.testing``:
   run, not a burst);
 - ``slow_finish``: two instances, one over a 1 s round trip, a job every 4 s
   with ``overlap=False`` (``anarchon.testing.slow_link``), call timeout 3 s, run with the
-  overlap re-check off (``before``: as a store without ``overlap_wait``) and
-  on (``after``); slots lost and slots skipped as overlap;
+  overlap re-check off (as a store without ``overlap_wait``) and on; slots
+  lost and slots skipped as overlap;
 - ``stop``: ``stop()`` with the store down (a blackhole; SQLite: locked by
   another connection), stop_grace 1 s, call timeout 1 s
   (``anarchon.testing.stop_bound``).
 
-The "before" column quotes issue 18's measurements (before its fixes). Run::
+Run (``scripts/scenarios.py`` runs it as a part of the scenario tier)::
 
     uv run --frozen python scripts/network_faults.py
     uv run --frozen python scripts/network_faults.py --stores redis postgresql --slow-seconds 30
@@ -53,19 +53,6 @@ from anarchon.testing.stop_bound import check_stop_bound  # noqa: E402
 
 STORES = ("redis", "postgresql", "nats", "sqlite")
 FAULTS = ("dead_flows", "blackhole", "slow_finish", "stop")
-
-BEFORE = {
-    ("nats", "dead_flows"): "0 of 333 slots ran in 330 s",
-    ("redis", "dead_flows"): "first run 1.1 s later",
-    ("postgresql", "dead_flows"): "no run within 17.5 s (no call timeout)",
-    ("postgresql", "blackhole"): "1 slot lost; nothing ran 35 s after the heal",
-    ("redis", "slow_finish"): "40 of 43 slots lost (0.6-1.4 s RTT)",
-    ("postgresql", "slow_finish"): "40 of 43 slots lost (0.6-1.4 s RTT); 85 % under load",
-    ("redis", "stop"): "40 s",
-    ("postgresql", "stop"): "40 s",
-    ("nats", "stop"): "40 s",
-    ("sqlite", "stop"): "40 s",
-}
 
 CALL_TIMEOUT_S = {"redis": 1.5, "postgresql": 1.5, "nats": 1.0}
 
@@ -147,7 +134,7 @@ async def _heal(servers: Servers, store: str, fault: str) -> str:
 
 async def _slow(servers: Servers, store: str, seconds: float) -> str:
     parts = []
-    for label, wait in (("before", False), ("after", True)):
+    for label, wait in (("re-check off", False), ("re-check on", True)):
         # A call timeout well above the 1 s round trip (a new connection takes several).
         make = servers.maker(store, call=3.0)
         r = await check_slow_finish(
@@ -201,7 +188,7 @@ def main() -> None:
     parser.add_argument("--slow-seconds", type=float, default=30.0)
     args = parser.parse_args()
     servers = Servers(args.stores)
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[tuple[str, str, str]] = []
     try:
         for store in args.stores:
             for fault in args.faults:
@@ -217,15 +204,14 @@ def main() -> None:
                     after = asyncio.run(job)
                 except AssertionError as error:
                     after = f"FAILED: {error}"
-                before = BEFORE.get((store, fault), "-")
-                rows.append((fault, store, before, after))
+                rows.append((fault, store, after))
                 print(f"{fault:12} {store:11} {after}", file=sys.stderr, flush=True)
     finally:
         servers.close()
-    print("| fault | store | before (issue 18) | after |")
-    print("|---|---|---|---|")
-    for fault, store, before, after in rows:
-        print(f"| {fault} | {store} | {before} | {after} |")
+    print("| fault | store | measured |")
+    print("|---|---|---|")
+    for fault, store, after in rows:
+        print(f"| {fault} | {store} | {after} |")
 
 
 if __name__ == "__main__":

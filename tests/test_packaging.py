@@ -14,14 +14,21 @@ import re
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
+sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
 
-import background_builds  # noqa: E402
+import wheel_builds  # noqa: E402
+from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
+from wheel_install import install_and_run  # noqa: E402
+
+# One build for the module: its tests share one xdist worker (tests/support/wheel_builds.py).
+pytestmark = pytest.mark.xdist_group("dist")
 
 VERSION = re.search(
     r'^\[workspace\.package\]\n(?:.*\n)*?version = "([^"]+)"',
@@ -60,11 +67,10 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def dist(request: pytest.FixtureRequest) -> Path:
-    # `uv build --all-packages`, started in the background when the session began
-    # (tests/support/background_builds.py)
-    return background_builds.result(request.config, "dist", timeout_s=900)
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`uv build --all-packages`: an sdist of each package, then its wheel from that sdist."""
+    return wheel_builds.build(tmp_path_factory, "dist", timeout_s=900)
 
 
 def _venv(path: Path, dist: Path, requirement: str, *, pip: bool = False) -> Path:
@@ -182,3 +188,21 @@ def test_all_pulls_every_backend(dist: Path, tmp_path: Path) -> None:
     schemes = [scheme for _, schemes in PRESENT.values() for scheme in schemes]
     answers = _resolve(python, [URLS[s] for s in schemes], tmp_path)
     assert all(answer[0] == "ok" for answer in answers.values()), answers
+
+
+@pytest.fixture
+def redis() -> Iterator[Server]:
+    server = start_server("redis")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_native_wheel_installs_without_rust_and_runs_a_job_on_redis(
+    dist: Path, tmp_path: Path, redis: Server
+) -> None:
+    dist_info, result = install_and_run(dist, tmp_path, redis.url)
+    assert f"anarchon-{VERSION}" in dist_info.name
+    assert "Tag: cp310-abi3-" in (dist_info / "WHEEL").read_text()
+    assert result["version"] == VERSION

@@ -1,8 +1,7 @@
 """Portable wheels: scripts/build-wheels.sh, auditwheel, and an install with no Rust.
 
-One build of ``scripts/build-wheels.sh``, started in the background when the session
-begins (tests/support/background_builds.py), makes the wheels (maturin --zig for manylinux
-x86_64/aarch64 and musllinux x86_64, checked there by ``auditwheel show``; the backend
+One build of ``scripts/build-wheels.sh`` (tests/support/wheel_builds.py) makes the
+wheels (maturin --zig for manylinux x86_64/aarch64 and musllinux x86_64, checked there by ``auditwheel show``; the backend
 packages' wheels and the sdists). The tests look at what it made, ask auditwheel again
 on their own, and install the manylinux x86_64 wheel with the backend wheels into a
 clean virtual environment with ``pip install --find-links ... "anarchon[redis]"``, with
@@ -11,14 +10,9 @@ no Rust toolchain on PATH, then run a job there against a real Redis.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
 import subprocess
 import sys
-import textwrap
-import venv
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,12 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-import background_builds  # noqa: E402
+import wheel_builds  # noqa: E402
 from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
+from wheel_install import install_and_run  # noqa: E402
 
-# Three cold builds take minutes on 2 cores; the module fixture's time counts
-# against the first test's timeout.
-pytestmark = pytest.mark.timeout(2400)
+# Three cold cross builds take minutes on 2 cores: the scenario tier
+# (scripts/scenarios.py), not the gate; test_packaging.py installs the native
+# wheel in the gate. The module fixture's time counts against the first test's timeout.
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(2400), pytest.mark.xdist_group("wheels")]
 
 
 AUDITWHEEL = "auditwheel==6.8.2"
@@ -47,10 +43,10 @@ PLATFORMS = {
 BACKENDS = sorted(p.name for p in (ROOT / "packages").iterdir() if p.name != "anarchon")
 
 
-@pytest.fixture(scope="module")
-def wheelhouse(request: pytest.FixtureRequest) -> Path:
-    # started in the background when the session began (tests/support/background_builds.py)
-    return background_builds.result(request.config, "wheelhouse", timeout_s=2000)
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """scripts/build-wheels.sh: the core for every Linux platform, the pure wheels, sdists."""
+    return wheel_builds.build(tmp_path_factory, "wheelhouse", timeout_s=2000)
 
 
 def _core_wheel(wheelhouse: Path, tag: str) -> Path:
@@ -112,16 +108,6 @@ def test_backend_wheels_are_pure_and_sdists_exist(wheelhouse: Path) -> None:
     assert list(wheelhouse.glob("anarchon-*.tar.gz"))
 
 
-def _path_without_rust() -> str:
-    keep = []
-    for entry in os.environ.get("PATH", "").split(os.pathsep):
-        if entry and not any(
-            os.path.exists(os.path.join(entry, tool)) for tool in ("cargo", "rustc", "rustup")
-        ):
-            keep.append(entry)
-    return os.pathsep.join(keep)
-
-
 @pytest.fixture
 def redis() -> Iterator[Server]:
     server = start_server("redis")
@@ -131,108 +117,8 @@ def redis() -> Iterator[Server]:
         server.stop()
 
 
-JOB = textwrap.dedent(
-    """
-    import asyncio, json, sys
-
-    import anarchon, anarchon._core
-    from anarchon import RunContext, Scheduler
-
-    ran = []
-    scheduler = Scheduler(backend=sys.argv[1], instance_id="from-the-wheel")
-
-    @scheduler.every("wheel-tick", "1s")
-    async def tick(ctx: RunContext) -> None:
-        ran.append(ctx.slot)
-
-    async def main() -> None:
-        async with scheduler:
-            await asyncio.sleep(3.5)
-        history = await scheduler.history("wheel-tick", limit=20)
-        print(json.dumps({
-            "core": anarchon._core.__file__,
-            "version": anarchon.__version__,
-            "backend": scheduler.backend.name,
-            "ran": len(ran),
-            "history": len(history),
-        }))
-
-    asyncio.run(main())
-    """
-)
-
-
 def test_install_without_rust_and_run_a_job_on_redis(
     wheelhouse: Path, tmp_path: Path, redis: Server
 ) -> None:
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True, clear=True)
-    python = env_dir / "bin" / "python"
-    path = _path_without_rust()
-    assert shutil.which("cargo", path=path) is None
-    assert shutil.which("rustc", path=path) is None
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("CARGO", "RUSTUP", "UV_"))},
-        "PATH": path,
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-    }
-    env.pop("VIRTUAL_ENV", None)
-    installed = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--only-binary",
-            "anarchon,anarchon-redis",
-            "--find-links",
-            str(wheelhouse),
-            "anarchon[redis]",
-        ],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    site = subprocess.run(
-        [str(python), "-c", "import anarchon, sys; print(anarchon.__file__)"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    dist_info = next(Path(site).parent.parent.glob("anarchon-*.dist-info"))
+    dist_info, _result = install_and_run(wheelhouse, tmp_path, redis.url)
     assert "Tag: cp310-abi3-manylinux_2_17_x86_64" in (dist_info / "WHEEL").read_text()
-
-    ran = subprocess.run(
-        [str(python), "-c", JOB, redis.url],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    result = json.loads(ran.stdout.strip().splitlines()[-1])
-    assert result["core"].startswith(str(env_dir))
-    assert result["backend"] == "redis"
-    assert result["ran"] >= 2
-    assert result["history"] == result["ran"]
-    keys = subprocess.run(
-        [
-            str(python),
-            "-c",
-            f"import redis; print(len(redis.Redis.from_url({redis.url!r}).keys('*')))",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert int(keys.stdout) > 0  # the claims are in the real server

@@ -137,6 +137,7 @@ ROUNDS = 240
 KILL_AT_ROUND = 60
 
 
+@pytest.mark.scenario
 def test_exactly_once_while_the_stream_leader_is_killed(own_cluster: NatsCluster) -> None:
     cluster = own_cluster
     stream, prefix = _names()

@@ -9,6 +9,7 @@ import pytest
 from anarchon.testing.control_scenario import run_control_scenario
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 def test_nats_two_processes_status_pause_resume_skip_drift(nats_url: str, tmp_path: Path) -> None:
     stream, prefix = f"CTL{uuid.uuid4().hex[:6].upper()}", f"ctl{uuid.uuid4().hex[:6]}."

@@ -27,6 +27,7 @@ from natstest_servers import NatsServer
 CALL_TIMEOUT_S = 1.0
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("fault", ["dead_flows", "blackhole"])
 def test_connections_heal(nats_server: NatsServer, fault: str) -> None:
     stream = f"H{uuid.uuid4().hex[:10].upper()}"

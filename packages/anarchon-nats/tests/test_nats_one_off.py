@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 from anarchon.testing.one_off_fleet import run_one_off_fleet
 
+# Its point is timing or an injected fault: the scenario tier (docs/development.md).
+pytestmark = pytest.mark.scenario
+
 
 @pytest.mark.slow
 def test_one_off_four_processes_nats(nats_url: str, tmp_path: Path) -> None:

@@ -11,8 +11,17 @@ from anarchon_nats import NatsBackend
 
 
 @pytest.mark.slow
-def test_eight_processes_run_each_slot_once(nats_url: str, tmp_path: Path) -> None:
-    """8 processes, one 200 ms job, >= 10 s together: every slot ran exactly once.
+@pytest.mark.parametrize(
+    ("processes", "window_s"),
+    [
+        pytest.param(3, 5.0, id="3-processes"),
+        pytest.param(8, 10.0, id="8-processes", marks=pytest.mark.scenario),
+    ],
+)
+def test_processes_run_each_slot_once(
+    nats_url: str, tmp_path: Path, processes: int, window_s: float
+) -> None:
+    """A few processes (8 in the scenario tier), one 200 ms job: every slot ran exactly once.
 
     Exactly once and none missed, from the processes' records and from the
     stream's history (see ``anarchon.testing.fleet``). The processes' start
@@ -23,14 +32,15 @@ def test_eight_processes_run_each_slot_once(nats_url: str, tmp_path: Path) -> No
     result = run_fleet(
         url,
         tmp_path=tmp_path,
-        processes=8,
-        window_s=10.0,
+        processes=processes,
+        window_s=window_s,
         job="every-200ms",
         reader=NatsBackend(nats_url, stream=stream, prefix=prefix),
     )
     print(result.summary())
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 def test_skewed_instance_clocks_follow_the_server_clock(nats_url: str, tmp_path: Path) -> None:
     """Clocks 15 s ahead and 15 s behind, a 20 s duplicate window, max_late 5 s, 4 jobs.
@@ -69,6 +79,7 @@ def test_skewed_instance_clocks_follow_the_server_clock(nats_url: str, tmp_path:
     assert early == []
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 @pytest.mark.parametrize("skew_ms", [15_000, -15_000], ids=["ahead", "behind"])
 def test_a_lone_skewed_instance_runs_every_slot_on_time(
@@ -98,6 +109,7 @@ def test_a_lone_skewed_instance_runs_every_slot_on_time(
     assert {r.instance for r in result.runs} == {"proc-0"}
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # about 45 s of fleet, then 2,000 jobs' history read and checked
 def test_four_processes_with_two_thousand_jobs_each(nats_url: str, tmp_path: Path) -> None:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from anarchon import Scheduler
 from anarchon.testing.proxy import FaultProxy
 from anarchon.testing.stop_bound import check_stop_bound
 from anarchon_nats import NatsBackend
 from natstest_servers import NatsServer
+
+# Its point is timing or an injected fault: the scenario tier (docs/development.md).
+pytestmark = pytest.mark.scenario
 
 
 async def test_stop_with_nats_down_returns_within_grace_plus_one_call(

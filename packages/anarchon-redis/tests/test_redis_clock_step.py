@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
 from anarchon.testing.clock_step import check_wall_clock_step
 from anarchon_redis import RedisBackend
 from redis_servers import Server
+
+# Its point is timing or an injected fault: the scenario tier (docs/development.md).
+pytestmark = pytest.mark.scenario
 
 
 def test_a_wall_clock_step_changes_nothing_on_redis(redis_server: Server) -> None:

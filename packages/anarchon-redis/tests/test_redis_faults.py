@@ -117,6 +117,18 @@ def test_kill9_takeover_lease(redis_server: Server, tmp_path: Path) -> None:
     ], report.summary()
 
 
+def test_handover_on_stop_lease(redis_server: Server, tmp_path: Path) -> None:
+    """Redis ``lease``: ``stop()`` of the runner of 3 s handlers hands them over, run once each."""
+    report = faults.handover_on_stop(
+        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, after_s=6.0
+    )
+    print(report.summary())
+    assert report.recovery_s is not None, report.summary()
+    assert report.slots > 0, report.summary()
+    assert report.clean, report.summary()
+
+
+@pytest.mark.scenario
 def test_kill9_stream_id_loses_the_running_slot_only(redis_server: Server, tmp_path: Path) -> None:
     """Redis ``stream-id`` (claims, no leases): the killed run is lost, as documented; no more."""
     report = faults.kill9_takeover(
@@ -133,6 +145,7 @@ def test_kill9_stream_id_loses_the_running_slot_only(redis_server: Server, tmp_p
     assert report.missed == [], report.summary()
 
 
+@pytest.mark.scenario
 def test_sigstop_zombie_guarded_commits_nothing(redis_server: Server, tmp_path: Path) -> None:
     """The fenced example of docs/leases.md, paused past its lease: nothing committed after SIGCONT."""
     report = faults.sigstop_past_lease(
@@ -148,6 +161,7 @@ def test_sigstop_zombie_guarded_commits_nothing(redis_server: Server, tmp_path: 
     assert report.unfinished == [], report.summary()
 
 
+@pytest.mark.scenario
 def test_sigstop_zombie_naive_write_is_refused(redis_server: Server, tmp_path: Path) -> None:
     """A sync handler that never asks ``still_owner()``: its late write is refused by the fence."""
     report = faults.sigstop_past_lease(

@@ -10,6 +10,7 @@ from anarchon.testing.control_scenario import run_control_scenario
 from redis_servers import Server
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["lease", "stream-id"])
 def test_redis_two_processes_status_pause_resume_skip_drift(

@@ -23,6 +23,7 @@ from redis_servers import Server
 CALL_TIMEOUT_S = 1.5
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("fault", ["dead_flows", "blackhole"])
 def test_connections_heal(redis_server: Server, fault: str) -> None:
     def make(port: int) -> Backend:

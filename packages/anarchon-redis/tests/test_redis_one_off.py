@@ -11,6 +11,7 @@ from anarchon.testing.one_off_fleet import run_one_off_fleet, run_retry_kill9
 from redis_servers import Server
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["lease", "stream-id"])
 def test_one_off_four_processes_redis(redis_server: Server, strategy: str, tmp_path: Path) -> None:

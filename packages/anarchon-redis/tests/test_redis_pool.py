@@ -58,6 +58,7 @@ def test_calls_never_exceed_the_pool(redis_server: Server) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.scenario
 def test_two_thousand_jobs_due_at_once_through_a_pool_of_four(
     redis_server: Server, caplog: pytest.LogCaptureFixture
 ) -> None:

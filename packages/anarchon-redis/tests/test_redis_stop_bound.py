@@ -3,10 +3,14 @@ within ``stop_grace`` plus one call timeout (docs/leases.md, "Stopping")."""
 
 from __future__ import annotations
 
+import pytest
 from anarchon import Scheduler
 from anarchon.testing.proxy import FaultProxy
 from anarchon.testing.stop_bound import check_stop_bound
 from redis_servers import Server
+
+# Its point is timing or an injected fault: the scenario tier (docs/development.md).
+pytestmark = pytest.mark.scenario
 
 
 async def test_stop_with_redis_down_returns_within_grace_plus_one_call(

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from anarchon.testing.clock_step import check_wall_clock_step
 from anarchon_sql import PostgresBackend
+
+# Its point is timing or an injected fault: the scenario tier (docs/development.md).
+pytestmark = pytest.mark.scenario
 
 
 def test_a_wall_clock_step_changes_nothing_on_postgres(pg_dsn: str, prefix: str) -> None:

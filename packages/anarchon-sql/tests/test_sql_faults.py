@@ -40,6 +40,7 @@ def test_kill9_takeover_sqlite(tmp_path: Path) -> None:
     _taken_over_as_attempt_2(faults.kill9_takeover(url, tmp_path=tmp_path, after_s=4.0))
 
 
+@pytest.mark.scenario
 def test_sigstop_zombie_guarded_commits_nothing_postgres(pg_dsn: str, tmp_path: Path) -> None:
     """The fenced example of docs/leases.md, paused past its lease: nothing committed after SIGCONT."""
     report = faults.sigstop_past_lease(pg_dsn, tmp_path=tmp_path, handler="guarded", after_s=3.0)
@@ -53,6 +54,7 @@ def test_sigstop_zombie_guarded_commits_nothing_postgres(pg_dsn: str, tmp_path: 
     assert report.unfinished == [], report.summary()
 
 
+@pytest.mark.scenario
 def test_sigstop_zombie_naive_write_is_refused_postgres(pg_dsn: str, tmp_path: Path) -> None:
     """A sync handler that never asks ``still_owner()``: its late write is refused by the fence."""
     report = faults.sigstop_past_lease(pg_dsn, tmp_path=tmp_path, handler="naive", after_s=3.0)
@@ -80,11 +82,19 @@ def test_blocking_sync_handler_at_stop_sqlite(tmp_path: Path) -> None:
     assert report.lost == [], report.summary()
 
 
-def test_handover_on_stop_sqlite(tmp_path: Path) -> None:
-    """``stop()`` of the runner of 3 s handlers, ``stop_grace`` 0.5 s: handed over, run once each."""
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    report = faults.handover_on_stop(url, tmp_path=tmp_path, after_s=6.0)
+def _handed_over(report: faults.FaultReport) -> None:
     print(report.summary())
     assert report.recovery_s is not None, report.summary()
     assert report.slots > 0, report.summary()
     assert report.clean, report.summary()
+
+
+def test_handover_on_stop_sqlite(tmp_path: Path) -> None:
+    """``stop()`` of the runner of 3 s handlers, ``stop_grace`` 0.5 s: handed over, run once each."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    _handed_over(faults.handover_on_stop(url, tmp_path=tmp_path, after_s=6.0))
+
+
+def test_handover_on_stop_postgres(pg_dsn: str, tmp_path: Path) -> None:
+    """PostgreSQL: the same hand-over."""
+    _handed_over(faults.handover_on_stop(pg_dsn, tmp_path=tmp_path, after_s=6.0))

@@ -16,6 +16,7 @@ def test_sqlite_two_processes_status_pause_resume_skip_drift(
     run_control_scenario(f"sqlite:///{sqlite_path}", tmp_path)
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 def test_postgres_two_processes_status_pause_resume_skip_drift(pg_dsn: str, tmp_path: Path) -> None:
     sep = "&" if "?" in pg_dsn else "?"

@@ -70,6 +70,7 @@ def test_blocking_async_handler_keeps_its_lease_sqlite(tmp_path: Path) -> None:
     _blocking_async_handler(f"sqlite:///{tmp_path / 'store.db'}", tmp_path)
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 def test_blocking_async_handler_keeps_its_lease_postgres(pg_dsn: str, tmp_path: Path) -> None:
     _blocking_async_handler(f"{pg_dsn}?table_prefix=block_", tmp_path)

@@ -33,6 +33,7 @@ def _dsn(server: PgServer, port: int) -> str:
     )
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("fault", ["dead_flows", "blackhole"])
 def test_connections_heal(pg_server: PgServer, fault: str) -> None:
     def make(port: int) -> Backend:

@@ -165,12 +165,14 @@ def _many_jobs(url: str, reader: Backend, tmp_path: Path) -> None:
     assert not logged, f"{len(logged)} outage or error lines logged, e.g. {logged[:5]}"
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 def test_four_processes_two_thousand_jobs_postgres(pg_dsn: str, tmp_path: Path) -> None:
     url = f"{pg_dsn}?table_prefix=many_&pool_size=8"
     _many_jobs(url, PostgresBackend.from_url(url), tmp_path)
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 def test_four_processes_two_thousand_jobs_sqlite(tmp_path: Path) -> None:
     path = tmp_path / "many.db"

@@ -10,6 +10,7 @@ import pytest
 from anarchon.testing.one_off_fleet import run_one_off_fleet, run_retry_kill9
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 def test_one_off_four_processes_postgres(pg_dsn: str, tmp_path: Path) -> None:
     run_one_off_fleet(f"{pg_dsn}?table_prefix=once{uuid.uuid4().hex[:6]}_", tmp_path)
@@ -20,6 +21,7 @@ def test_one_off_four_processes_sqlite(tmp_path: Path) -> None:
     run_one_off_fleet(f"sqlite:///{tmp_path / 'once.db'}", tmp_path)
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 def test_kill9_during_a_retry_postgres(pg_dsn: str, tmp_path: Path) -> None:
     run_retry_kill9(f"{pg_dsn}?table_prefix=retry{uuid.uuid4().hex[:6]}_", tmp_path)

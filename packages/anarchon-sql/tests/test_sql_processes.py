@@ -13,9 +13,15 @@ from anarchon.backend import Backend
 from anarchon.testing.fleet import run_fleet
 from anarchon_sql import PostgresBackend, SqliteBackend
 
+# (processes, window): a small race in the gate, the 8-process fleet in the scenario tier
+FLEETS = [
+    pytest.param(3, 5.0, id="3-processes"),
+    pytest.param(8, 10.0, id="8-processes", marks=pytest.mark.scenario),
+]
 
-def _fleet(url: str, reader: Backend, tmp_path: Path) -> None:
-    """8 processes, one 200 ms job, >= 10 s together: every slot ran exactly once.
+
+def _fleet(url: str, reader: Backend, tmp_path: Path, processes: int, window_s: float) -> None:
+    """``processes`` processes, one 200 ms job, ``window_s`` together: every slot ran exactly once.
 
     Exactly once and none missed, from the processes' records and from history
     (see ``anarchon.testing.fleet``); leases on, so every run is attempt 1.
@@ -23,8 +29,8 @@ def _fleet(url: str, reader: Backend, tmp_path: Path) -> None:
     result = run_fleet(
         url,
         tmp_path=tmp_path,
-        processes=8,
-        window_s=10.0,
+        processes=processes,
+        window_s=window_s,
         reader=reader,
         scheduler_options={"lease": "5s", "heartbeat": "1s"},
         job_options={"overlap": True},
@@ -33,13 +39,15 @@ def _fleet(url: str, reader: Backend, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_eight_processes_postgres(pg_dsn: str, tmp_path: Path) -> None:
-    url = f"{pg_dsn}?table_prefix=fleet_"
-    _fleet(url, PostgresBackend.from_url(url), tmp_path)
+@pytest.mark.parametrize(("processes", "window_s"), FLEETS)
+def test_processes_postgres(pg_dsn: str, tmp_path: Path, processes: int, window_s: float) -> None:
+    url = f"{pg_dsn}?table_prefix=fleet{processes}_"
+    _fleet(url, PostgresBackend.from_url(url), tmp_path, processes, window_s)
 
 
 @pytest.mark.slow
-def test_eight_processes_sqlite(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("processes", "window_s"), FLEETS)
+def test_processes_sqlite(tmp_path: Path, processes: int, window_s: float) -> None:
     path = tmp_path / "fleet.db"
     url = f"sqlite:///{path}"
-    _fleet(url, SqliteBackend(str(path)), tmp_path)
+    _fleet(url, SqliteBackend(str(path)), tmp_path, processes, window_s)

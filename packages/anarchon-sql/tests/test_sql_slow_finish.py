@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from anarchon import Backend
 from anarchon.testing.slow_link import check_slow_finish
 from anarchon_sql import PostgresBackend
 from sqltest_servers import PgServer
+
+# Its point is timing or an injected fault: the scenario tier (docs/development.md).
+pytestmark = pytest.mark.scenario
 
 
 def test_a_one_second_round_trip_link_skips_no_slot_for_a_slow_finish(

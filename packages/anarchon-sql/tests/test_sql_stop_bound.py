@@ -12,9 +12,13 @@ from __future__ import annotations
 import sqlite3
 from urllib.parse import urlsplit, urlunsplit
 
+import pytest
 from anarchon import Scheduler
 from anarchon.testing.proxy import FaultProxy
 from anarchon.testing.stop_bound import check_stop_bound
+
+# Its point is timing or an injected fault: the scenario tier (docs/development.md).
+pytestmark = pytest.mark.scenario
 
 
 def _lease_scheduler(url: str) -> Scheduler:

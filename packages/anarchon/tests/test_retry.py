@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -37,6 +38,17 @@ class FailsTwice:
         self.calls.append((ctx.attempt, time.monotonic()))
         if len(self.calls) <= self.fails:
             raise self.error(f"boom {len(self.calls)}")
+
+
+def _yearly_due_now() -> str:
+    """A cron expression (UTC) whose last slot was a minute ago and whose next is a year away.
+
+    A retry that would start after the next slot is not made (docs/retries.md): an
+    hourly job's next slot falls inside a 30 s backoff when a test runs in the last
+    seconds of an hour.
+    """
+    then = datetime.now(timezone.utc) - timedelta(minutes=1)
+    return f"{then.minute} {then.hour} {then.day} {then.month} *"
 
 
 async def _until(predicate: Any, timeout: float = 10.0) -> None:
@@ -77,7 +89,9 @@ async def test_fails_twice_then_succeeds_shows_three_attempts(kind: str, make: A
     handler = FailsTwice()
     options: dict[str, Any] = FAST if backend.runs is not None else {}
     scheduler = Scheduler(backend, instance_id="a", **options)
-    scheduler.every("flaky", "1h", handler, jitter=0, max_late="2h", retry=Retry(3, "200ms", "1s"))
+    scheduler.cron(
+        "flaky", _yearly_due_now(), handler, jitter=0, max_late="2h", retry=Retry(3, "200ms", "1s")
+    )
     records = await _three_attempts(scheduler, handler, "flaky")
     assert [(r.attempt, r.status) for r in records] == [(1, "error"), (2, "error"), (3, "ok")]
     assert records[0].error == "RuntimeError: boom 1"
@@ -128,8 +142,13 @@ async def test_a_heartbeat_answered_after_the_retry_does_not_end_the_next_attemp
     lost: list[Any] = []
     scheduler = Scheduler(backend, instance_id="a", lease="1500ms", heartbeat="500ms")
     scheduler.on("lease_lost", lost.append)
-    scheduler.every(
-        "renewed", "1h", first_call_slow, jitter=0, max_late="2h", retry=Retry(3, "200ms", "1s")
+    scheduler.cron(
+        "renewed",
+        _yearly_due_now(),
+        first_call_slow,
+        jitter=0,
+        max_late="2h",
+        retry=Retry(3, "200ms", "1s"),
     )
     records = await _three_attempts(scheduler, handler, "renewed")
     assert beats
@@ -142,8 +161,13 @@ async def test_a_heartbeat_answered_after_the_retry_does_not_end_the_next_attemp
 async def test_only_listed_errors_are_retried() -> None:
     handler = FailsTwice(error=KeyError)
     scheduler = Scheduler(MemoryBackend(), instance_id="a", **FAST)
-    scheduler.every(
-        "picky", "1h", handler, jitter=0, max_late="2h", retry=Retry(3, 0, on=(ValueError,))
+    scheduler.cron(
+        "picky",
+        _yearly_due_now(),
+        handler,
+        jitter=0,
+        max_late="2h",
+        retry=Retry(3, 0, on=(ValueError,)),
     )
     await scheduler.start()
     try:
@@ -158,7 +182,7 @@ async def test_only_listed_errors_are_retried() -> None:
 async def test_attempts_bound_the_retries() -> None:
     handler = FailsTwice(fails=10)
     scheduler = Scheduler(MemoryBackend(), instance_id="a", **FAST)
-    scheduler.every("doomed", "1h", handler, jitter=0, max_late="2h", retry=Retry(2, 0))
+    scheduler.cron("doomed", _yearly_due_now(), handler, jitter=0, max_late="2h", retry=Retry(2, 0))
     await scheduler.start()
     try:
         await _until(lambda: len(handler.calls) == 2)
@@ -210,8 +234,9 @@ async def test_a_crash_during_the_backoff_is_taken_over() -> None:
     second = FailsTwice(fails=0)
     a = Scheduler(backend, instance_id="a", **FAST)
     b = Scheduler(backend, instance_id="b", **FAST)
-    a.every("crashy", "1h", first, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
-    b.every("crashy", "1h", second, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
+    due = _yearly_due_now()  # one slot for both
+    a.cron("crashy", due, first, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
+    b.cron("crashy", due, second, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
     await a.start()
     await _until(lambda: len(first.calls) == 1)
     await asyncio.sleep(0.1)  # attempt 2 has started (the retry's backoff)
@@ -275,8 +300,9 @@ async def test_a_stop_during_the_backoff_hands_the_slot_over() -> None:
     second = FailsTwice(fails=0)
     a = Scheduler(backend, instance_id="a", stop_grace="200ms", **FAST)
     b = Scheduler(backend, instance_id="b", **FAST)
-    a.every("handy", "1h", first, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
-    b.every("handy", "1h", second, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
+    due = _yearly_due_now()  # one slot for both
+    a.cron("handy", due, first, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
+    b.cron("handy", due, second, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
     await a.start()
     await _until(lambda: len(first.calls) == 1)
     await b.start()
