@@ -27,8 +27,6 @@ import wheel_builds  # noqa: E402
 from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
 from wheel_install import install_and_run  # noqa: E402
 
-# One build for the module: its tests share one xdist worker (tests/support/wheel_builds.py).
-pytestmark = pytest.mark.xdist_group("dist")
 
 VERSION = re.search(
     r'^\[workspace\.package\]\n(?:.*\n)*?version = "([^"]+)"',

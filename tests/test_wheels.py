@@ -30,7 +30,7 @@ from wheel_install import install_and_run  # noqa: E402
 # Three cold cross builds take minutes on 2 cores: the scenario tier
 # (scripts/scenarios.py), not the gate; test_packaging.py installs the native
 # wheel in the gate. The module fixture's time counts against the first test's timeout.
-pytestmark = [pytest.mark.scenario, pytest.mark.timeout(2400), pytest.mark.xdist_group("wheels")]
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(2400)]
 
 
 AUDITWHEEL = "auditwheel==6.8.2"

@@ -2,8 +2,8 @@
 
 A build runs in the foreground the first time a test asks for it (a
 session-scoped fixture), never beside the tests in the background: the gate's
-tests get the CPU to themselves. Under pytest-xdist each module's tests share one
-worker (``xdist_group``), so each build runs once. Both builds compile the
+tests get the CPU to themselves. Under pytest-xdist (``--dist loadscope``) a
+module's test functions share one worker, so each build runs once. Both builds compile the
 Rust core without optimisation (:mod:`fast_build`).
 
 ==============  ============================================  =====================
