@@ -56,7 +56,10 @@ async def test_due_slots_go_to_the_store_in_chunks(leases: bool) -> None:
     # re-checked while an earlier wave's finishes land, docs/leases.md) and a
     # wave may be claimed as stop() begins and handed over unrun.
     assert sum(sizes) >= sum(ran.values())
-    assert len(sizes) <= 3 * (max(slots_per_job.values()) + 1), sizes
+    # Batched: a few calls per wave of 1,200. A starved CPU splits a wave into more
+    # calls (claims answered ``overlap`` are re-checked together), never into single
+    # items, so the bound is on the calls' mean size, not their number.
+    assert len(sizes) <= sum(sizes) / 50, sizes
     single = ("claim", "finish", "heartbeat", "plain_claim", "save_result")
     assert not any(probe.calls[name] for name in single), probe.calls
     saves = probe.sizes["save_results"]
