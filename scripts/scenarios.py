@@ -90,6 +90,16 @@ def _run(command: list[str], log: Path) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
+def _test_name(classname: str, name: str) -> str:
+    """``test_module.py::Class::test`` from JUnit's dotted class name (package folders dropped)."""
+    parts = classname.split(".")
+    modules = [i for i, part in enumerate(parts) if part.startswith("test_")]
+    if not modules:
+        return f"{classname}::{name}"
+    at = modules[-1]
+    return "::".join([f"{parts[at]}.py", *parts[at + 1 :], name])
+
+
 def _tests(work: Path, extra: list[str]) -> Section:
     """``pytest -m scenario``, one row per test: outcome and seconds."""
     junit = work / "scenarios.xml"
@@ -122,7 +132,7 @@ def _tests(work: Path, extra: list[str]) -> Section:
                 elif child.tag == "skipped":
                     outcome = "skipped"
             counts[outcome] = counts.get(outcome, 0) + 1
-            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            name = _test_name(case.get("classname", ""), case.get("name", ""))
             rows.append(f"| `{name}` | {outcome} | {float(case.get('time') or 0):.1f} |")
     summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items())) or "none ran"
     took = time.monotonic() - started
