@@ -27,7 +27,6 @@ import wheel_builds  # noqa: E402
 from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
 from wheel_install import install_and_run  # noqa: E402
 
-
 VERSION = re.search(
     r'^\[workspace\.package\]\n(?:.*\n)*?version = "([^"]+)"',
     (ROOT / "Cargo.toml").read_text(),
@@ -119,6 +118,7 @@ def _distributions(python: Path) -> set[str]:
 
 
 def test_every_package_builds_an_sdist_and_a_wheel(dist: Path) -> None:
+    """Over 20 s: its setup is the gate's one build of every package (the Rust core from its sdist)."""
     names = {p.name for p in dist.iterdir()}
     packages = ["anarchon", *sorted({spec[0] for spec in PRESENT.values()})]
     for package in packages:
