@@ -1430,6 +1430,10 @@ class NatsBackend(Backend):
                 while got < _HISTORY_BATCH:
                     try:
                         msg: Msg = await sub.next_msg(timeout=self.request_timeout)
+                    except nats.errors.ConnectionClosedError as error:
+                        if _being_cancelled():
+                            raise asyncio.CancelledError from error
+                        raise self._unavailable(error, "history") from error
                     except _UNREACHABLE as error:
                         raise self._unavailable(error, "history") from error
                     headers = msg.headers or {}
@@ -1462,6 +1466,21 @@ class NatsBackend(Backend):
                 await sub.unsubscribe()
             except Exception as error:  # pragma: no cover - connection already gone
                 log.debug("anarchon: unsubscribe failed: %r", error)
+
+
+def _being_cancelled() -> bool:
+    """True when the current task has been asked to cancel (Python 3.11+; else False).
+
+    nats-py's ``Subscription.next_msg`` raises ``ConnectionClosedError`` in place
+    of the ``CancelledError`` it receives once the connection is closed (the
+    CLI closes its backend, then ``asyncio.run`` cancels the reads still
+    running). A cancelled task must end cancelled: one that ends with an
+    error instead is an error nobody awaits ("Task exception was never
+    retrieved").
+    """
+    task = asyncio.current_task()
+    cancelling: Callable[[], int] | None = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() > 0
 
 
 def _opt_int(value: Any) -> int | None:
