@@ -1,4 +1,4 @@
-"""``anarchon.tasks.TaskSet``: spawned work leaves the set when it ends, however it ends."""
+"""``anarchon.tasks``: spawned work leaves the set when it ends, however it ends; gather_or_cancel."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import asyncio
 import gc
 import warnings
 
-from anarchon.tasks import TaskSet
+import pytest
+from anarchon.tasks import TaskSet, gather_or_cancel
 
 
 async def _work(done: list[str]) -> None:
@@ -48,3 +49,25 @@ def test_a_task_cancelled_before_it_started_leaves_no_unawaited_coroutine() -> N
         asyncio.run(main())
         gc.collect()
     assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
+
+async def test_gather_or_cancel_cancels_and_awaits_the_others_when_one_fails() -> None:
+    """The first error is raised only once the other awaitables have ended (cancelled)."""
+    ended: list[str] = []
+
+    async def fails() -> int:
+        await asyncio.sleep(0)
+        raise ValueError("bad record")
+
+    async def slow() -> int:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            ended.append("cancelled")
+            raise
+        return 1
+
+    with pytest.raises(ValueError, match="bad record"):
+        await gather_or_cancel(slow(), fails(), slow())
+    assert ended == ["cancelled", "cancelled"]
+    assert await gather_or_cancel(asyncio.sleep(0, 1), asyncio.sleep(0, 2)) == [1, 2]

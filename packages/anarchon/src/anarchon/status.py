@@ -12,12 +12,13 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from anarchon.backend import Backend
 from anarchon.errors import AnarchonError, UnknownJobError
 from anarchon.fingerprints import parse_schedule
 from anarchon.fleet_types import Declaration, JobControl
+from anarchon.tasks import gather_or_cancel
 from anarchon.types import RunRecord
 
 __all__ = ["InstanceDeclaration", "JobStatus", "LastRun", "fleet_status", "unknown_jobs_error"]
@@ -108,10 +109,8 @@ async def fleet_status(backend: Backend, jobs: Sequence[str] | None = None) -> l
         if unknown:
             raise unknown_jobs_error(unknown, list(by_job))
         names = sorted(set(jobs))
-    return list(
-        await asyncio.gather(
-            *(_job_status(backend, name, by_job[name], controls.get(name), now) for name in names)
-        )
+    return await gather_or_cancel(
+        *(_job_status(backend, name, by_job[name], controls.get(name), now) for name in names)
     )
 
 
@@ -122,7 +121,9 @@ async def _job_status(
     control: JobControl | None,
     now: int,
 ) -> JobStatus:
-    history, live = await asyncio.gather(backend.history(name, 1), _live_leases(backend, name))
+    newest, leases = await gather_or_cancel(backend.history(name, 1), _live_leases(backend, name))
+    history = cast("list[RunRecord]", newest)
+    live = cast(int, leases)
     counts = Counter(d.fingerprint for d in declared)
     main_print = max(counts, key=lambda f: (counts[f], f))
     schedule_text = next(d.schedule for d in declared if d.fingerprint == main_print)

@@ -3,10 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
 
-__all__ = ["TaskSet"]
+__all__ = ["TaskSet", "gather_or_cancel"]
+
+T = TypeVar("T")
+
+
+async def gather_or_cancel(*awaitables: Awaitable[T]) -> list[T]:
+    """Like ``asyncio.gather``, but when one fails the others are cancelled and awaited first.
+
+    ``asyncio.gather`` raises the first error and leaves the others running: a
+    caller that then closes the store under them (the CLI) turns them into
+    errors nobody awaits ("Task exception was never retrieved").
+    """
+    tasks = [asyncio.ensure_future(awaitable) for awaitable in awaitables]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 class TaskSet:
