@@ -181,6 +181,7 @@ def test_extra_pulls_its_backend(extra: str, dist: Path, tmp_path: Path) -> None
 
 
 def test_all_pulls_every_backend(dist: Path, tmp_path: Path) -> None:
+    """Up to 20 s under load: pip, not uv, installs ``anarchon[all]``, as the README says."""
     python = _venv(tmp_path / "all", dist, "anarchon[all]", pip=True)
     assert {spec[0] for spec in PRESENT.values()} <= _distributions(python)
     schemes = [scheme for _, schemes in PRESENT.values() for scheme in schemes]
