@@ -92,6 +92,19 @@ class Workload:
 
 DEFAULT = Workload()
 
+SPACED = Workload(every_ms=4000, handler_ms=3000)
+"""Runs that never overlap and outlive a lease, for the faults that cut a worker off the store.
+
+A blackhole or a store restart keeps every finish of the cut-off worker from
+the store. A run that completes meanwhile, inside its lease, is run again by
+the backup: the at-least-once edge of leases (docs/operations.md, "Fault
+scenarios"), not what these scenarios measure. Faulted at most
+``_FRESH_MS`` after its run began, a worker holds one run, which its lease
+outlives only if the fault heals in time: the run that is hit is the one
+measured."""
+
+_FRESH_MS = 300
+
 
 def proxied_url(url: str, port: int) -> str:
     """``url`` with its host and port replaced by ``127.0.0.1:port`` (credentials kept)."""
@@ -239,6 +252,9 @@ def _run(
 ) -> FaultReport:
     """Start the workers, wait ``before_s``, inject ``fault``, wait ``after_s``, count.
 
+    The worker to fault is looked for as long as 15 slots take (at least 15 s):
+    the one named by ``victim`` may lose several claims in a row.
+
     On a backend without leases (``runs`` is None) the workers run the job
     claim-only, and nothing takes a faulty instance's run over.
     """
@@ -252,7 +268,9 @@ def _run(
     try:
         workers.wait_started()
         time.sleep(before_s)
-        index, slot = workers.runner_of_live_slot(victim, max_age_ms)
+        index, slot = workers.runner_of_live_slot(
+            victim, max_age_ms, timeout_s=max(15.0, 15 * work.every_ms / 1000)
+        )
         window_start = min(_wall_ms(), slot - 1)  # the victim's slot is in the window
         fault_ms = _wall_ms()
         fault(workers, index, slot)
@@ -321,7 +339,10 @@ def sigstop_past_lease(
 
 
 def blackhole_then_heal(url: str, *, tmp_path: Path | str, after_s: float = 8.0) -> FaultReport:
-    """A blackholing proxy between one instance and the store for lease + 1 s, then heal."""
+    """A blackholing proxy between one instance and the store for lease + 1 s, then heal.
+
+    The job is :data:`SPACED`: every 4 s, a 3 s handler, faulted just after its start.
+    """
     proxy = FaultProxy(*_target(url)).start()
 
     def fault(workers: _Workers, victim: int, slot: int) -> None:
@@ -329,7 +350,17 @@ def blackhole_then_heal(url: str, *, tmp_path: Path | str, after_s: float = 8.0)
         time.sleep((DEFAULT.lease_ms + 1000) / 1000)
         proxy.heal()
 
-    return _run("blackhole", url, tmp_path, fault, victim=1, proxy=proxy, after_s=after_s)
+    return _run(
+        "blackhole",
+        url,
+        tmp_path,
+        fault,
+        work=SPACED,
+        victim=1,
+        max_age_ms=_FRESH_MS,
+        proxy=proxy,
+        after_s=after_s,
+    )
 
 
 def handover_on_stop(url: str, *, tmp_path: Path | str, after_s: float = 9.0) -> FaultReport:
@@ -361,13 +392,14 @@ def store_restart(
 
     ``restart`` must return once the server accepts connections again on the
     same address. What the report shows depends on what the store keeps: a
-    server without persistence forgets every lease.
+    server without persistence forgets every lease. The job is :data:`SPACED`,
+    restarted just after a run's start.
     """
 
     def fault(workers: _Workers, victim: int, slot: int) -> None:
         restart()
 
-    return _run(name, url, tmp_path, fault, after_s=after_s)
+    return _run(name, url, tmp_path, fault, work=SPACED, max_age_ms=_FRESH_MS, after_s=after_s)
 
 
 _SCENARIO_CLEARANCE_MS = 45_000
@@ -377,7 +409,7 @@ _SCENARIO_CLEARANCE_MS = 45_000
 def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
     """Two instances, a sync handler blocking 8 s in one call, ``stop()`` of its runner after 2 s.
 
-    A job every 10 min whose current slot is due at once (``max_late`` 599 s), lease
+    A job every 5 min whose current slot is due at once (``max_late`` 299 s), lease
     1.5 s, ``stop_grace`` 4 s (``stop()`` waits up to twice that plus one call
     timeout for a live handler, docs/leases.md "Stopping"). No other instance may start the slot while
     the runner's thread lives: the thread finishes the run, or (the process
@@ -385,8 +417,10 @@ def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
     exit. ``overlaps`` counts a begin of the slot elsewhere between the
     thread's begin and its end (or the runner's exit).
     """
+    # max_late stays below NATS's default de-duplication window (300 s): a longer one is
+    # refused there (ANARCHON_DEDUPE_WINDOW, docs/backends/nats.md) and the workers exit.
     work = Workload(
-        handler="blocking", handler_ms=8000, every_ms=600_000, max_late="599s", stop_grace_s=4.0
+        handler="blocking", handler_ms=8000, every_ms=300_000, max_late="299s", stop_grace_s=4.0
     )
     # One slot per scenario: a next slot falling due during the stop would be claimed ahead
     # and started within stop_grace (docs/operations.md, "Claiming ahead"), a second blocking
