@@ -60,14 +60,17 @@ class Section:
 
 
 def _commit() -> str:
-    done = subprocess.run(
-        ["git", "describe", "--always", "--dirty"],
+    """The commit measured: ``-dirty`` when a file other than the page itself has changed."""
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    changed = subprocess.run(
+        ["git", "status", "--porcelain", "--", ".", f":!{PAGE.relative_to(ROOT)}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        check=False,
-    )
-    return done.stdout.strip() or "unknown"
+    ).stdout.strip()
+    return (head or "unknown") + ("-dirty" if changed else "")
 
 
 def _stamp(seconds: float, load_before: float) -> str:
