@@ -7,7 +7,7 @@ wheels. This command runs them, then the fault table
 (``scripts/network_faults.py``), and writes what it measured to
 ``docs/scenarios.md`` with the date, the commit and the machine's load::
 
-    uv run --frozen python scripts/scenarios.py                      # everything, ~40 min
+    uv run --frozen python scripts/scenarios.py                      # everything, ~25 min
     uv run --frozen python scripts/scenarios.py --parts faults       # one part; the others stay
     uv run --frozen python scripts/scenarios.py --parts tests -- -k nats   # pytest arguments
 
