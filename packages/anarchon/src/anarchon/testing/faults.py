@@ -246,6 +246,7 @@ def _run(
     victim: int | None = None,
     max_age_ms: int | None = None,
     proxy: FaultProxy | None = None,
+    peer_proxy: FaultProxy | None = None,
     before_s: float = 3.0,
     after_s: float = 8.0,
     recovery_wait_s: float = 15.0,
@@ -261,7 +262,10 @@ def _run(
     job = f"fault-{scenario}-{uuid.uuid4().hex[:8]}"
     tmp = Path(tmp_path)
     work = replace(work, leases=resolve_backend(url).runs is not None)
-    urls = [url, url if proxy is None else proxied_url(url, proxy.port)]
+    urls = [
+        url if peer_proxy is None else proxied_url(url, peer_proxy.port),
+        url if proxy is None else proxied_url(url, proxy.port),
+    ]
     workers = _Workers(urls, tmp, job, work)
     recovery: float | None = None
     index, slot, fault_ms = -1, 0, 0
@@ -281,8 +285,9 @@ def _run(
         window_end = _wall_ms() - work.handler_ms - work.lease_ms
     finally:
         workers.stop()
-        if proxy is not None:
-            proxy.stop()
+        for hop in (proxy, peer_proxy):
+            if hop is not None:
+                hop.stop()
     report = build_report(
         scenario,
         workers.outs,
@@ -342,8 +347,12 @@ def blackhole_then_heal(url: str, *, tmp_path: Path | str, after_s: float = 8.0)
     """A blackholing proxy between one instance and the store for lease + 1 s, then heal.
 
     The job is :data:`SPACED`: every 4 s, a 3 s handler, faulted just after its start.
+    The other instance reaches the store through a proxy that only forwards, so
+    both claim over the same hops: without it, the instance behind the proxy
+    lost every claim race on some stores, and there was no run to cut off.
     """
     proxy = FaultProxy(*_target(url)).start()
+    peer = FaultProxy(*_target(url)).start()
 
     def fault(workers: _Workers, victim: int, slot: int) -> None:
         proxy.blackhole()
@@ -359,6 +368,7 @@ def blackhole_then_heal(url: str, *, tmp_path: Path | str, after_s: float = 8.0)
         victim=1,
         max_age_ms=_FRESH_MS,
         proxy=proxy,
+        peer_proxy=peer,
         after_s=after_s,
     )
 
