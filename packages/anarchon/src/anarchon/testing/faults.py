@@ -97,8 +97,8 @@ SPACED = Workload(every_ms=4000, handler_ms=3000)
 
 A blackhole or a store restart keeps every finish of the cut-off worker from
 the store. A run that completes meanwhile, inside its lease, is run again by
-the backup: the at-least-once edge of leases (docs/operations.md, "Fault
-scenarios"), not what these scenarios measure. Faulted at most
+the backup: the at-least-once edge of leases
+(docs/operations.md, "Fault scenarios"), not what these scenarios measure. Faulted at most
 ``_FRESH_MS`` after its run began, a worker holds one run, which its lease
 outlives only if the fault heals in time: the run that is hit is the one
 measured."""
