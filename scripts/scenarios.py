@@ -143,30 +143,28 @@ def _tests(work: Path, extra: list[str]) -> Section:
     return Section("tests", body, failed=code != 0)
 
 
-def _faults(work: Path) -> Section:
-    """The fault table, as ``scripts/fault_table.py`` prints it."""
+def _table(part: str, script: str, work: Path) -> tuple[int, str, str]:
+    """Run ``scripts/<script>``: its exit code, its markdown table, and the stamp above it."""
     started, load = time.monotonic(), os.getloadavg()[0]
-    code, out = _run(
-        [sys.executable, str(ROOT / "scripts" / "fault_table.py")], work / "faults.log"
-    )
-    table = out.strip()
+    code, out = _run([sys.executable, str(ROOT / "scripts" / script)], work / f"{part}.log")
+    return code, out.strip(), _stamp(time.monotonic() - started, load)
+
+
+def _faults(work: Path) -> Section:
+    """The fault table, as ``scripts/fault_table.py`` prints it; a duplicate fails it."""
+    code, table, stamp = _table("faults", "fault_table.py", work)
     failed = code != 0 or "did not run" in table
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) > 2 and cells[2].isdigit() and int(cells[2]) > 0:
             failed = True  # a duplicate
-    return Section("faults", f"{_stamp(time.monotonic() - started, load)}\n\n{table}", failed)
+    return Section("faults", f"{stamp}\n\n{table}", failed)
 
 
 def _network(work: Path) -> Section:
     """The network-fault table, as ``scripts/network_faults.py`` prints it."""
-    started, load = time.monotonic(), os.getloadavg()[0]
-    code, out = _run(
-        [sys.executable, str(ROOT / "scripts" / "network_faults.py")], work / "network.log"
-    )
-    table = out.strip()
-    failed = code != 0 or "FAILED" in table
-    return Section("network", f"{_stamp(time.monotonic() - started, load)}\n\n{table}", failed)
+    code, table, stamp = _table("network", "network_faults.py", work)
+    return Section("network", f"{stamp}\n\n{table}", code != 0 or "FAILED" in table)
 
 
 def _sections(page: str) -> dict[str, str]:

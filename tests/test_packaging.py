@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import venv
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
 
 import wheel_builds  # noqa: E402
-from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
+from redis_servers import Server  # type: ignore[import-not-found]  # noqa: E402
 from wheel_install import install_and_run  # noqa: E402
 
 VERSION = re.search(
@@ -187,15 +186,6 @@ def test_all_pulls_every_backend(dist: Path, tmp_path: Path) -> None:
     schemes = [scheme for _, schemes in PRESENT.values() for scheme in schemes]
     answers = _resolve(python, [URLS[s] for s in schemes], tmp_path)
     assert all(answer[0] == "ok" for answer in answers.values()), answers
-
-
-@pytest.fixture
-def redis() -> Iterator[Server]:
-    server = start_server("redis")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_native_wheel_installs_without_rust_and_runs_a_job_on_redis(

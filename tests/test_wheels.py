@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import wheel_builds  # noqa: E402
-from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
+from redis_servers import Server  # type: ignore[import-not-found]  # noqa: E402
 from wheel_install import install_and_run  # noqa: E402
 
 # Three cold cross builds take minutes on 2 cores: the scenario tier
@@ -106,15 +105,6 @@ def test_backend_wheels_are_pure_and_sdists_exist(wheelhouse: Path) -> None:
         assert [w.name.rsplit("-", 3)[1:] for w in wheels] == [["py3", "none", "any.whl"]]
         assert list(wheelhouse.glob(f"{stem}-*.tar.gz")), package
     assert list(wheelhouse.glob("anarchon-*.tar.gz"))
-
-
-@pytest.fixture
-def redis() -> Iterator[Server]:
-    server = start_server("redis")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_install_without_rust_and_run_a_job_on_redis(

@@ -1,4 +1,4 @@
-"""Connections that heal (issue 18): the check every networked backend's heal tests call.
+"""Connections that heal: the check every networked backend's heal tests call.
 
 A scheduler runs a job every 500 ms through a
 :class:`~anarchon.testing.proxy.FaultProxy`, then the proxy injects a fault

@@ -1,4 +1,4 @@
-"""The slow-finish check (issue 18): a run ends when its handler ends, for the whole fleet.
+"""The slow-finish check: a run ends when its handler ends, for the whole fleet.
 
 Two schedulers run one job every ``period_ms`` with ``overlap=False`` (the
 default) against one store, each through its own
@@ -12,7 +12,7 @@ default) against one store, each through its own
   has started its first run, so that first slot is ``slow``'s for sure;
   later slots go to whichever claim lands first (mostly ``fast``).
 
-Before issue 18 the next slot's claim was answered ``overlap`` and written
+Without the overlap re-check the next slot's claim is answered ``overlap`` and written
 ``skipped``: every slot after one the slow instance ran was lost. With
 :attr:`~anarchon.RunClaim.overlap_wait` the claim is re-checked until the
 slow finish lands, and the slot runs. :func:`check_slow_finish` returns what

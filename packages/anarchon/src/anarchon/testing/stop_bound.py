@@ -1,4 +1,4 @@
-"""``stop()`` with the store down (issue 18): the check every backend's stop-bound test calls.
+"""``stop()`` with the store down: the check every backend's stop-bound test calls.
 
 ``stop()`` must return within ``stop_grace`` plus one call timeout
 (``Scheduler.call_timeout_s``), store outage or not (docs/leases.md,
