@@ -309,7 +309,7 @@ class NatsBackend(Backend):
         answer is true only when that claim carries this token (a retried
         claim), as described at :meth:`claim_many`.
         """
-        return (await self._claims.claim_many([input]))[0]
+        return (await self.claim_many([input]))[0]
 
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """``claim()`` for each item: the chunk's publishes pipelined, their acks awaited together.
