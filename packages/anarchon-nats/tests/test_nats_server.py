@@ -475,9 +475,9 @@ def lose_answers(backend: NatsBackend, claims: list[ClaimInput]) -> None:
     produces real ones by killing the server mid-batch).
     """
     for claim in claims:
-        _subject, _payload, headers = backend._claim_request(claim)
+        _subject, _payload, headers = backend._claims.request(claim)
         assert headers is not None
-        backend._unsure[headers["Nats-Msg-Id"]] = claim.token
+        backend._claims.unsure[headers["Nats-Msg-Id"]] = claim.token
 
 
 def test_claim_whose_message_is_gone_is_not_run(nats_url: str, stream: str, prefix: str) -> None:

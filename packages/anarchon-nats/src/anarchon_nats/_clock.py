@@ -4,14 +4,21 @@ The backend publishes an empty message to ``<prefix>_clock`` and reads the
 stored message back by sequence (``STREAM.MSG.GET``, answered by the stream
 leader). Its ``time`` is the leader's clock when it stored the message: the
 same clock that ages the duplicate window. See docs/backends/nats.md, "The clock".
+:class:`Clock` takes the readings; :func:`parse_stamp_ms` reads a stamp.
 """
 
 from __future__ import annotations
 
 import calendar
+import math
 import re
+import time
 
-__all__ = ["CLOCK_TOKEN", "parse_stamp_ms"]
+from anarchon.errors import BackendError, BackendUnavailableError, ForeignDataError
+
+from anarchon_nats._store import Store
+
+__all__ = ["CLOCK_TOKEN", "Clock", "parse_stamp_ms"]
 
 CLOCK_TOKEN = "_clock"
 """The subject token after the prefix that clock readings are published to."""
@@ -38,3 +45,45 @@ def parse_stamp_ms(text: str) -> float:
         sign = 1 if zone[0] == "+" else -1
         ms -= sign * (int(zone[1:3]) * 60 + int(zone[4:6])) * 60_000
     return ms
+
+
+class Clock:
+    """The store clock of one backend's stream."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def now_ms(self) -> int:
+        """The stamp of a clock message, plus the time its read back took (see ``now_ms``)."""
+        store = self._store
+        connection = store.connection
+        stream = store.stream.name
+        nc = await store.client()
+        subject = f"{store.prefix}{CLOCK_TOKEN}"
+        with connection.driver_errors("clock"):
+            for _ in range(3):
+                sent = await connection.publish(nc, subject, b"", "clock")
+                acked = time.monotonic()
+                stored = await connection.get_message(nc, {"seq": sent})
+                done = time.monotonic()
+                if stored is not None:
+                    break
+            else:
+                raise BackendUnavailableError(
+                    f"the clock message on {subject} of stream {stream!r} vanished"
+                    " before it could be read"
+                )
+        if stored.subject != subject:
+            raise ForeignDataError(
+                f"stream {stream!r}: the clock message at sequence {sent} is on"
+                f" {stored.subject!r}, not {subject!r}",
+                key=subject,
+            )
+        try:
+            stamp = parse_stamp_ms(stored.time)
+        except ValueError as error:
+            raise BackendError(
+                f"JetStream at {connection.shown} gave the clock message an unreadable time"
+                f" {stored.time[:80]!r}"
+            ) from error
+        return math.floor(stamp + (done - acked) * 1000)

@@ -21,7 +21,23 @@ from nats.js.errors import (
     ServiceUnavailableError,
 )
 
-__all__ = ["UNREACHABLE", "api_error", "is_transient_error"]
+__all__ = [
+    "ERR_DUPLICATE_IN_PROCESS",
+    "ERR_NOT_FOUND_MSG",
+    "ERR_STREAM_NAME_IN_USE",
+    "ERR_STREAM_NOT_FOUND",
+    "ERR_WRONG_LAST_SEQUENCE",
+    "UNREACHABLE",
+    "api_error",
+    "is_transient_error",
+]
+
+# JetStream error codes (nats-server errors.json).
+ERR_NOT_FOUND_MSG = 10037
+ERR_STREAM_NAME_IN_USE = 10058
+ERR_STREAM_NOT_FOUND = 10059
+ERR_WRONG_LAST_SEQUENCE = 10071
+ERR_DUPLICATE_IN_PROCESS = 10158
 
 UNREACHABLE: tuple[type[BaseException], ...] = (
     nats.errors.TimeoutError,

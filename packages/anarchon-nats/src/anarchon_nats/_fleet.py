@@ -16,18 +16,28 @@ base64 of the UTF-8 name, so any job or instance id is one subject token:
 Job subjects are ``<prefix><job>.claims`` (two tokens), so these (three and
 four tokens under ``_fleet``) never collide with a job's. A message on them
 that is not such JSON raises ``ForeignDataError`` naming the subject.
+:class:`Fleet` publishes and reads them for the backend.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
-from typing import Any
+import logging
+from collections.abc import Sequence
 
 from anarchon.errors import ForeignDataError
 from anarchon.fleet_types import Declaration, JobControl
+from nats.aio.client import Client
+from nats.js.errors import APIError
+
+from anarchon_nats._clock import Clock, parse_stamp_ms
+from anarchon_nats._connection import dumps
+from anarchon_nats._store import Store
 
 __all__ = [
+    "Fleet",
     "control_of",
     "control_payload",
     "control_subject",
@@ -36,6 +46,8 @@ __all__ = [
     "declaration_subject",
     "filters",
 ]
+
+log = logging.getLogger("anarchon.nats")
 
 
 def _b64(name: str) -> str:
@@ -57,13 +69,9 @@ def filters(prefix: str) -> tuple[str, str]:
     return f"{prefix}_fleet.d.*.*", f"{prefix}_fleet.c.*"
 
 
-def _dumps(value: dict[str, Any]) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
-
-
 def declaration_payload(d: Declaration, ttl_ms: int) -> bytes:
     """The message body of a declaration."""
-    return _dumps(
+    return dumps(
         {
             "job": d.job,
             "instance": d.instance_id,
@@ -76,7 +84,7 @@ def declaration_payload(d: Declaration, ttl_ms: int) -> bytes:
 
 def control_payload(c: JobControl) -> bytes:
     """The message body of a control."""
-    return _dumps(
+    return dumps(
         {
             "job": c.job,
             "p": 1 if c.paused else 0,
@@ -128,3 +136,104 @@ def control_of(stream: str, subject: str, data: bytes, stored_ms: int) -> JobCon
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         raise _foreign(stream, subject, data) from None
+
+
+class Fleet:
+    """The fleet registry and controls of one backend, on its stream's subjects."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._connection = store.connection
+        self._stream = store.stream.name
+        self._prefix = store.prefix
+        self._clock = clock
+
+    async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
+        """Publish each declaration to its subject; purge the subjects of expired ones."""
+        connection = self._connection
+        nc = await self._store.client()
+        with connection.driver_errors("fleet registry"):
+            await asyncio.gather(
+                *(
+                    connection.publish(
+                        nc,
+                        declaration_subject(self._prefix, d.job, d.instance_id),
+                        declaration_payload(d, ttl_ms),
+                        "fleet registry",
+                    )
+                    for d in declarations
+                )
+            )
+            _, expired = await self._declared(nc)
+            for subject in expired:
+                try:
+                    await connection.api(nc, f"STREAM.PURGE.{self._stream}", {"filter": subject})
+                except APIError as error:  # e.g. a stream that denies purges: read filters them
+                    log.debug("anarchon: purging %s failed: %s", subject, error)
+
+    async def declarations(self, job: str | None = None) -> list[Declaration]:
+        """Every unexpired declaration (of ``job``, or of all jobs)."""
+        nc = await self._store.client()
+        with self._connection.driver_errors("fleet registry"):
+            live, _ = await self._declared(nc)
+        return [d for d in live if job is None or d.job == job]
+
+    async def set_control(self, control: JobControl) -> None:
+        """Publish the job's control (its stored time is ``updated_at``)."""
+        connection = self._connection
+        nc = await self._store.client()
+        with connection.driver_errors("fleet-wide controls"):
+            await connection.publish(
+                nc,
+                control_subject(self._prefix, control.job),
+                control_payload(control),
+                "fleet-wide controls",
+            )
+
+    async def controls(self) -> dict[str, JobControl]:
+        """Every job's newest control."""
+        nc = await self._store.client()
+        with self._connection.driver_errors("fleet-wide controls"):
+            found = await self._newest(nc, filters(self._prefix)[1])
+        controls = [control_of(self._stream, s, data, ms) for s, data, ms in found]
+        return {c.job: c for c in controls}
+
+    async def _declared(self, nc: Client) -> tuple[list[Declaration], list[str]]:
+        """Unexpired declarations, and the subjects of expired ones (by the newest stored time)."""
+        found = await self._newest(nc, filters(self._prefix)[0])
+        if not found:
+            return [], []
+        now = await self._clock.now_ms()
+        live: list[Declaration] = []
+        expired: list[str] = []
+        for subject, data, ms in found:
+            entry = declaration_of(self._stream, subject, data, ms)
+            if entry.expires_at > now:
+                live.append(entry)
+            else:
+                expired.append(subject)
+        return live, expired
+
+    async def _newest(self, nc: Client, wildcard: str) -> list[tuple[str, bytes, int]]:
+        """The newest message of each subject matching ``wildcard``: (subject, data, stored ms)."""
+        connection = self._connection
+        info = await connection.api(
+            nc, f"STREAM.INFO.{self._stream}", {"subjects_filter": wildcard}
+        )
+        subjects = sorted((info.get("state") or {}).get("subjects") or {})
+        stored = await asyncio.gather(
+            *(connection.get_message(nc, {"last_by_subj": subject}) for subject in subjects)
+        )
+        out: list[tuple[str, bytes, int]] = []
+        for subject, message in zip(subjects, stored, strict=True):
+            if message is None:  # purged in between
+                continue
+            try:
+                ms = int(parse_stamp_ms(message.time))
+            except ValueError:
+                raise ForeignDataError(
+                    f"stream {self._stream!r}: the message on {subject!r} has no stored time",
+                    key=subject,
+                ) from None
+            out.append((subject, message.data, ms))
+        return out

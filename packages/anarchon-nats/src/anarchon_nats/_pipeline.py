@@ -21,9 +21,12 @@ from nats.aio.subscription import Subscription
 
 from anarchon_nats._frames import Request, write_frames
 
-__all__ = ["Pipeline", "Request"]
+__all__ = ["BATCH_CHUNK", "Pipeline", "Request"]
 
 log = logging.getLogger("anarchon.nats")
+
+BATCH_CHUNK = 500
+"""Items per pipelined round of ``claim_many`` / ``save_results``: requests in flight at once."""
 
 
 class _Batch:
