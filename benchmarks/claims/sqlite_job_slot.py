@@ -22,7 +22,7 @@ The sides:
 
 Printed per side: CPU µs per job-slot (median of the rounds) for the claim,
 the finish with its result, and both; statements per job-slot; and the total
-as a ratio of the backend's and of the 50 µs client-CPU target of issue 12
+as a ratio of the backend's and of a 50 µs client-CPU target per job-slot
 (which also has to pay for the scheduler itself).
 """
 
