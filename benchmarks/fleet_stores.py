@@ -1,4 +1,4 @@
-"""The stores of ``benchmarks/fleet.py``: throw-away servers and their server-side counters.
+"""The stores of ``benchmarks/fleet/fleet.py``: throw-away servers and their server-side counters.
 
 Servers are started by the test fixture modules of the packages
 (``packages/*/tests/*_servers.py``): on 127.0.0.1, on free ports, in temp

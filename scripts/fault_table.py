@@ -7,8 +7,8 @@ Servers are started by the test fixture modules of the packages
 (``packages/*/tests/*_servers.py``): throw-away, on 127.0.0.1, on free
 ports, removed at the end. Each row is one run of one scenario on one store;
 the counts are those of :class:`anarchon.testing.fault_report.FaultReport`
-(its docstring defines them). The table goes to docs/operations.md,
-"What we test". Rows that do not apply are left out and named below the table (no
+(its docstring defines them). ``scripts/scenarios.py`` writes the table to
+docs/scenarios.md; docs/faults.md, "What we test" says how to read it. Rows that do not apply are left out and named below the table (no
 proxy in front of a file, no server to restart).
 """
 

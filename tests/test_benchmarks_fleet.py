@@ -1,4 +1,4 @@
-"""``benchmarks/fleet.py`` keeps working: a ``--quick`` run end to end, and its tally.
+"""``benchmarks/fleet/fleet.py`` keeps working: a ``--quick`` run end to end, and its tally.
 
 Timing is never asserted (figures depend on the machine); the structure of the
 output, that every job-slot of the window ran, and that none ran twice are.
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "fleet"))
 
 from fleet import Shape  # type: ignore[import-not-found,unused-ignore]
 from fleet_common import Tally, aligned_start, percentile  # type: ignore[import-not-found,unused-ignore]
@@ -54,7 +55,7 @@ def test_a_quick_run_on_sqlite_reports_every_figure_and_no_duplicates(tmp_path: 
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "fleet.py"),
+            str(ROOT / "benchmarks" / "fleet" / "fleet.py"),
             "--quick",
             "--stores",
             "sqlite",

@@ -1,4 +1,4 @@
-"""``benchmarks/fleet_raw.py`` keeps working: every reference side runs on Redis and PostgreSQL.
+"""``benchmarks/fleet/fleet_raw.py`` keeps working: every reference side runs on Redis and PostgreSQL.
 
 The raw sides reach into the backends' internals (script layout, batch
 statements) to send the same physical operation as the backend; when those
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "fleet"))
 
 from fleet_raw import reference  # type: ignore[import-not-found,unused-ignore]
 from fleet_stores import open_store  # type: ignore[import-not-found,unused-ignore]

@@ -97,3 +97,42 @@ def test_cited_docs_pages_and_sections_exist() -> None:
                 elif section is not None and section.lower() not in _headings(page):
                     broken.append(f'{where}, "{section}" (no such heading)')
     assert not broken, "\n".join(sorted(set(broken)))
+
+
+def _nav_pages(items: list[object], section: str = "") -> list[tuple[str, str, str]]:
+    """(section, title, page) of every page in mkdocs.yml's nav, in order."""
+    pages: list[tuple[str, str, str]] = []
+    for item in items:
+        assert isinstance(item, dict)
+        for title, value in item.items():
+            if isinstance(value, list):
+                pages += _nav_pages(value, title)
+            else:
+                pages.append((section, title, value))
+    return pages
+
+
+def test_the_home_page_table_lists_the_nav() -> None:
+    """docs/index.md's page table names every page of the nav but Home, in nav order."""
+    import yaml
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    expected = [page for page in _nav_pages(nav) if page[2] != "index.md"]
+    row = re.compile(r"^\| ([^|]*?) *\| \[([^\]]+)\]\(([^)]+)\) \|", re.MULTILINE)
+    listed = [m.groups() for m in row.finditer((ROOT / "docs" / "index.md").read_text())]
+    assert listed == expected
+
+
+def test_the_error_table_has_every_error_class() -> None:
+    """docs/concepts.md, "Errors": one row per error class, with its code."""
+    from anarchon import errors
+
+    text = (ROOT / "docs" / "concepts.md").read_text()
+    rows = {
+        m.group(2): m.group(1)
+        for m in re.finditer(r"^\| `(ANARCHON_\w+)` \| `(\w+Error)` \|", text, re.MULTILINE)
+    }
+    classes = {
+        name: getattr(errors, name).code for name in errors.__all__ if name != "AnarchonError"
+    }
+    assert rows == classes

@@ -1,4 +1,4 @@
-"""The claim reference of ``benchmarks/fleet.py``: the backend's batch claim beside the raw claim.
+"""The claim reference of ``benchmarks/fleet/fleet.py``: the backend's batch claim beside the raw claim.
 
 Every side claims new ``(job, slot)`` items (distinct jobs, one slot: a burst
 of due jobs; the winning path) on the fleet's server, in the benchmark's own

@@ -1,6 +1,6 @@
 """A wave's ends on the SQL backends: ``finish_and_save_many`` vs ``finish_many`` + ``save_results``.
 
-    uv run --frozen --no-sync python benchmarks/finish_save_sql.py [--runs 10000] [--rounds 2]
+    uv run --frozen --no-sync python benchmarks/claims/finish_save_sql.py [--runs 10000] [--rounds 2]
 
 For PostgreSQL (a server this script starts, as the tests do) and SQLite
 (WAL, a temporary file): ``--runs`` runs of distinct jobs are claimed, then
@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "packages" / "anarchon-sql" / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 

@@ -1,6 +1,6 @@
 """What one lease job-slot costs SQLite's engine, beside smaller sets of statements.
 
-    uv run --frozen --no-sync python benchmarks/sqlite_job_slot.py [--jobs 10000] [--rounds 4]
+    uv run --frozen --no-sync python benchmarks/claims/sqlite_job_slot.py [--jobs 10000] [--rounds 4]
 
 SQLite's engine runs in the client process, so every statement is client
 CPU. For each side a fresh database file gets ``--jobs`` jobs; each round
@@ -22,7 +22,7 @@ The sides:
 
 Printed per side: CPU µs per job-slot (median of the rounds) for the claim,
 the finish with its result, and both; statements per job-slot; and the total
-as a ratio of the backend's and of the 50 µs client-CPU target of issue 12
+as a ratio of the backend's and of a 50 µs client-CPU target per job-slot
 (which also has to pay for the scheduler itself).
 """
 
@@ -33,13 +33,18 @@ import asyncio
 import os
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
+
+from _common import ok_ends
+from anarchon.types import RunClaim
 from anarchon_sql import SqliteBackend
 
 BASE_SLOT = 1_700_000_000_000
@@ -102,17 +107,7 @@ def backend_rounds(jobs: int, rounds: int) -> tuple[list[Round], float]:
             t0 = time.process_time()
             won = await runs.claim_many(claims)
             t1 = time.process_time()
-            done = await runs.finish_and_save_many(
-                [RunFinish(c.job, c.slot, c.token, "ok") for c in claims],
-                [
-                    ResultWrite(
-                        c.job,
-                        StoredResult(c.slot, c.token, "i-1", "ok", c.slot, c.slot + 1),
-                        HISTORY_SIZE,
-                    )
-                    for c in claims
-                ],
-            )
+            done = await runs.finish_and_save_many(*ok_ends(claims, "i-1", HISTORY_SIZE))
             t2 = time.process_time()
             if any(o.kind != "won" for o in won) or done is None or not all(done):
                 raise AssertionError("a claim was not won or a finish was refused")

@@ -1,6 +1,6 @@
 """Lease claims per second through the SQL backends vs the same claim SQL run raw.
 
-    uv run python benchmarks/claims_sql.py [--seconds 2] [--rounds 5]
+    uv run python benchmarks/claims/claims_sql.py [--seconds 2] [--rounds 5]
                                            [--store postgres|sqlite|both]
                                            [--synchronous full|normal] [--variants]
                                            [--install-inline]
@@ -85,7 +85,7 @@ from anarchon.backend import RunStore
 from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
 from anarchon_sql import PostgresBackend, SqlBackend, SqliteBackend
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages/anarchon-sql/tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages/anarchon-sql/tests"))
 
 from sqltest_servers import start_postgres  # type: ignore[import-not-found,unused-ignore]
 

@@ -6,7 +6,7 @@ side runs in its own subprocess so that RSS and CPU are its own.
 Run against a release build of the engine:
 
     (cd packages/anarchon && uv run --no-sync maturin develop --uv --release)
-    uv run --no-sync python benchmarks/scheduler.py [--jobs 10000] [--seconds 20] [--interval 5]
+    uv run --no-sync python benchmarks/engine/scheduler.py [--jobs 10000] [--seconds 20] [--interval 5]
         [--events]
 
 ``--events`` also runs anarchon with events and metrics on (Prometheus metrics
@@ -23,11 +23,11 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from _common import cpu_seconds
 
 
 def _peak_rss_mb() -> float:
@@ -55,9 +55,9 @@ async def _anarchon(
         attach(scheduler, registry=CollectorRegistry())
     async with scheduler:
         await asyncio.sleep(interval + 2.5)  # warm-up: every job has fired once
-        cpu0, runs0 = _cpu(), runs
+        cpu0, runs0 = cpu_seconds(), runs
         await asyncio.sleep(seconds)
-        cpu1, runs1 = _cpu(), runs
+        cpu1, runs1 = cpu_seconds(), runs
     return {"runs": runs1 - runs0, "cpu_s": cpu1 - cpu0, "peak_rss_mb": _peak_rss_mb()}
 
 
@@ -75,9 +75,9 @@ async def _apscheduler(jobs: int, seconds: float, interval: float) -> dict[str, 
         scheduler.add_job(handler, "interval", seconds=interval, id=f"job-{n}", jitter=2)
     scheduler.start()
     await asyncio.sleep(interval + 2.5)  # warm-up: every job has fired once
-    cpu0, runs0 = _cpu(), runs
+    cpu0, runs0 = cpu_seconds(), runs
     await asyncio.sleep(seconds)
-    cpu1, runs1 = _cpu(), runs
+    cpu1, runs1 = cpu_seconds(), runs
     scheduler.shutdown(wait=False)
     return {"runs": runs1 - runs0, "cpu_s": cpu1 - cpu0, "peak_rss_mb": _peak_rss_mb()}
 

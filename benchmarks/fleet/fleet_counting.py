@@ -1,4 +1,4 @@
-"""Client-side store counters of a benchmark worker (``benchmarks/fleet.py``).
+"""Client-side store counters of a benchmark worker (``benchmarks/fleet/fleet.py``).
 
 What is counted in-process, per store kind:
 

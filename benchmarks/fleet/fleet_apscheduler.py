@@ -1,4 +1,4 @@
-"""One APScheduler 4 process of ``benchmarks/fleet.py`` (the peer; run by it, not by hand).
+"""One APScheduler 4 process of ``benchmarks/fleet/fleet.py`` (the peer; run by it, not by hand).
 
 Runs in the peer's own virtual environment (APScheduler 4.0.0a6, anyio 4.4.0,
 SQLAlchemy, asyncpg; no anarchon), with the same arguments and result file as

@@ -1,9 +1,9 @@
 """P processes x J interval jobs due together, on every store: what a due slot costs end to end.
 
     (cd packages/anarchon && uv run --frozen --no-sync maturin develop --uv --release)
-    uv run --frozen --no-sync python benchmarks/fleet.py                  # both shapes, 4 stores
-    uv run --frozen --no-sync python benchmarks/fleet.py --stores redis --shapes 1x10000@10
-    uv run --frozen --no-sync python benchmarks/fleet.py --quick --stores sqlite --no-peer
+    uv run --frozen --no-sync python benchmarks/fleet/fleet.py                  # both shapes, 4 stores
+    uv run --frozen --no-sync python benchmarks/fleet/fleet.py --stores redis --shapes 1x10000@10
+    uv run --frozen --no-sync python benchmarks/fleet/fleet.py --quick --stores sqlite --no-peer
 
 Each of ``P`` OS processes (``fleet_worker.py``) declares the same ``J`` jobs
 ``every(I)`` with ``jitter=0`` on one store, so every job falls due at the
@@ -58,8 +58,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# benchmarks/: _common and fleet_stores
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fleet_counting
+from _common import ratio
 from fleet_common import Tally, aligned_start, read_plan, window_slots, write_result
 from fleet_raw import Side, reference, store_side_batch_ops
 from fleet_stores import KINDS, PostgresStore, Store, open_store
@@ -242,7 +245,7 @@ def run_fleet(
                         ],
                         stdout=subprocess.DEVNULL,
                         stderr=err,
-                        cwd=str(HERE.parent),
+                        cwd=str(HERE.parents[1]),
                     )
                 )
         wait_ready(len(outs))
@@ -421,10 +424,6 @@ def print_side(side: Side) -> None:
     )
     if side.error:
         print(f"{'':<4}note: {side.error}", flush=True)
-
-
-def ratio(a: float, b: float) -> float:
-    return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
 
 
 def print_ratios(fleet: FleetFigures | None, sides: list[Side]) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """What one lease job-slot costs the Redis server, step by step (claim, losing claims, finish, result).
 
-    uv run --frozen --no-sync python benchmarks/redis_job_slot.py [--jobs 2000] [--rounds 4]
+    uv run --frozen --no-sync python benchmarks/claims/redis_job_slot.py [--jobs 2000] [--rounds 4]
                                                 [--instances 1] [--kind redis] [--two-step]
 
 Starts a throw-away server (``redis_servers.start_server``), prepares
@@ -28,12 +28,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # benchmarks/: _common
 sys.path.insert(
-    0, os.path.join(os.path.dirname(__file__), "..", "packages", "anarchon-redis", "tests")
+    0, os.path.join(os.path.dirname(__file__), "..", "..", "packages", "anarchon-redis", "tests")
 )
 
 import redis.asyncio as aio
-from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
+from _common import ok_ends, redis_server_cpu
+from anarchon.types import RunClaim, RunFinish
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
 from redis_servers import start_server  # type: ignore[import-not-found]
@@ -41,11 +43,6 @@ from redis_servers import start_server  # type: ignore[import-not-found]
 BASE_SLOT = 1_700_000_000_000
 LEASE_MS = 60_000
 HISTORY_SIZE = 1000
-
-
-async def _cpu(admin: Any) -> float:
-    info = await admin.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 async def _commands(admin: Any) -> dict[str, tuple[int, int]]:
@@ -105,31 +102,12 @@ async def measure(kind: str, jobs: int, rounds: int, instances: int, two_step: b
                     raise AssertionError("a finish was refused")
 
             async def finish_and_save(won: list[RunClaim] = won) -> None:
-                done = await runs.finish_and_save_many(
-                    [RunFinish(c.job, c.slot, c.token, "ok") for c in won],
-                    [
-                        ResultWrite(
-                            c.job,
-                            StoredResult(c.slot, c.token, "winner", "ok", c.slot, c.slot + 1),
-                            HISTORY_SIZE,
-                        )
-                        for c in won
-                    ],
-                )
+                done = await runs.finish_and_save_many(*ok_ends(won, "winner", HISTORY_SIZE))
                 if done is None or not all(done):
                     raise AssertionError("a finish was refused")
 
             async def save(won: list[RunClaim] = won) -> None:
-                await backend.save_results(
-                    [
-                        ResultWrite(
-                            c.job,
-                            StoredResult(c.slot, c.token, "winner", "ok", c.slot, c.slot + 1),
-                            HISTORY_SIZE,
-                        )
-                        for c in won
-                    ]
-                )
+                await backend.save_results(ok_ends(won, "winner", HISTORY_SIZE)[1])
 
             plan: list[tuple[str, Callable[[], Awaitable[None]]]] = [("claim", claim)]
             if instances > 1:
@@ -140,10 +118,10 @@ async def measure(kind: str, jobs: int, rounds: int, instances: int, two_step: b
                 plan.append(("finish + result", finish_and_save))
             for name, step in plan:
                 await admin.config_resetstat()
-                cpu0 = await _cpu(admin)
+                cpu0 = await redis_server_cpu(admin)
                 await step()
                 commands = await _commands(admin)
-                cpu1 = await _cpu(admin)
+                cpu1 = await redis_server_cpu(admin)
                 if r == 0:
                     continue  # the keys were created: not the steady state
                 row = steps.setdefault(name, {"cpu": 0.0, "commands": {}})

@@ -1,6 +1,6 @@
 """How long ``stop()`` takes when it falls in the middle of a wave claimed ahead (PostgreSQL).
 
-    uv run --frozen --no-sync python benchmarks/stop_wave.py [--jobs 10000] [--phase 9.5]
+    uv run --frozen --no-sync python benchmarks/fleet/stop_wave.py [--jobs 10000] [--phase 9.5]
 
 One scheduler, ``--jobs`` jobs every 10 s (jitter 0) on a PostgreSQL server
 this script starts (as the tests do). After a first wave it calls ``stop()``
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "packages" / "anarchon-sql" / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 

@@ -1,4 +1,4 @@
-"""One anarchon process of ``benchmarks/fleet.py`` (run by it, not by hand).
+"""One anarchon process of ``benchmarks/fleet/fleet.py`` (run by it, not by hand).
 
     python fleet_worker.py --kind KIND --url URL --jobs J --every-ms I --instance NAME
                            --plan PLAN.json --out FILE [--observe PARTS] [--no-gc-freeze]

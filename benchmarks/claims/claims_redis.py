@@ -1,6 +1,6 @@
 """Lease claims on Redis: one by one vs batched, server time and round trips per job-slot.
 
-    uv run python benchmarks/claims_redis.py [--jobs 2000] [--rounds 5] [--seconds 2]
+    uv run python benchmarks/claims/claims_redis.py [--jobs 2000] [--rounds 5] [--seconds 2]
                                              [--kind redis|valkey|both] [--url redis://host:port/0]
 
 Starts its own throw-away server (Debian's redis-server, or valkey-server;
@@ -45,13 +45,14 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # benchmarks/: _common
 sys.path.insert(
-    0, os.path.join(os.path.dirname(__file__), "..", "packages", "anarchon-redis", "tests")
+    0, os.path.join(os.path.dirname(__file__), "..", "..", "packages", "anarchon-redis", "tests")
 )
 
+from _common import redis_server_cpu, timed_sequential
 from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
 from anarchon_redis import RedisBackend, ValkeyBackend, _lua
 from anarchon_redis._lease import LeaseRuntime
@@ -110,8 +111,7 @@ async def _reset_stats(admin: Any) -> dict[str, float]:
 
 
 async def _cpu(admin: Any) -> dict[str, float]:
-    info = await admin.info("cpu")
-    return {"cpu": float(info["used_cpu_user"]) + float(info["used_cpu_sys"])}
+    return {"cpu": await redis_server_cpu(admin)}
 
 
 async def _server_usec(admin: Any) -> float:
@@ -133,32 +133,6 @@ async def _server_usec(admin: Any) -> float:
 # 1. Sequential claims ------------------------------------------------------------------
 
 
-async def _timed(
-    call: Callable[[int], Awaitable[Any]], seconds: float
-) -> tuple[float, float, float]:
-    """(claims/s, p50 ms, p99 ms) of ``call(i)`` repeated sequentially for ``seconds``."""
-    for i in range(200):  # warm-up: connection, script cache, allocator
-        await call(-1 - i)
-    latencies: list[float] = []
-    perf = time.perf_counter
-    start = perf()
-    stop = start + seconds
-    i = 0
-    while True:
-        t0 = perf()
-        await call(i)
-        t1 = perf()
-        latencies.append(t1 - t0)
-        i += 1
-        if t1 >= stop:
-            break
-    elapsed = perf() - start
-    latencies.sort()
-    p50 = latencies[len(latencies) // 2] * 1000
-    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
-    return len(latencies) / elapsed, p50, p99
-
-
 async def _backend_side(backend: RedisBackendBase, seconds: float) -> tuple[float, float, float]:
     runs = backend.runs
     assert runs is not None
@@ -173,7 +147,7 @@ async def _backend_side(backend: RedisBackendBase, seconds: float) -> tuple[floa
         if outcome.kind != "won":
             raise AssertionError(outcome)
 
-    return await _timed(call, seconds)
+    return await timed_sequential(call, seconds)
 
 
 async def _raw_side(
@@ -211,7 +185,7 @@ async def _raw_side(
         if type(reply[0]) is not int:  # won, attempt 1: the lease's end
             raise AssertionError(reply)
 
-    return await _timed(call, seconds)
+    return await timed_sequential(call, seconds)
 
 
 async def sequential(kind: str, url: str, seconds: float, rounds: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Pieces of ``benchmarks/fleet.py`` shared by its worker processes (standard library only).
+"""Pieces of ``benchmarks/fleet/fleet.py`` shared by its worker processes (standard library only).
 
 The APScheduler worker runs in its own virtual environment without anarchon,
 so this module imports nothing outside the standard library.

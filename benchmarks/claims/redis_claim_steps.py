@@ -1,6 +1,6 @@
 """Where the Redis claim script's time goes: the real script beside variants cut short.
 
-    uv run --frozen --no-sync python benchmarks/redis_claim_steps.py [--rounds 12] [--kind redis]
+    uv run --frozen --no-sync python benchmarks/claims/redis_claim_steps.py [--rounds 12] [--kind redis]
 
 Starts a throw-away server (``redis_servers.start_server``) and loads the
 lease claim script as the backend has it, plus variants of its source that
@@ -25,7 +25,7 @@ import sys
 from typing import Any
 
 sys.path.insert(
-    0, os.path.join(os.path.dirname(__file__), "..", "packages", "anarchon-redis", "tests")
+    0, os.path.join(os.path.dirname(__file__), "..", "..", "packages", "anarchon-redis", "tests")
 )
 
 import redis.asyncio as aio

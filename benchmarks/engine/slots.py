@@ -17,7 +17,7 @@ per call; batch of 100k < 50 ms; wake-up < 1 ms; 100k jobs < 150 MB.
 Run it against a RELEASE build of the engine (``uv run`` builds a debug one):
 
     cd packages/anarchon && uv run --no-sync maturin develop --uv --release && cd ../.. \\
-        && uv run --no-sync python benchmarks/slots.py
+        && uv run --no-sync python benchmarks/engine/slots.py
 
 ``--quick`` runs croniter on 10,000 jobs instead of 100,000 in (b) and
 extrapolates (and shortens the other loops). The next plain ``uv run`` puts the
@@ -43,9 +43,12 @@ from importlib.metadata import version
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
+
 import anarchon
 import croniter_rs
 import psutil
+from _common import table
 from anarchon import Cron, Every, _core
 from croniter import croniter
 
@@ -95,16 +98,6 @@ TARGET_MEMORY_MB = 150.0
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) + " |"
-
-    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([line(headers), sep, *(line(r) for r in rows)])
 
 
 def fmt_ns(ns: float) -> str:
@@ -169,7 +162,7 @@ def check_build() -> bool:
             f"{'slow calls' if slow else ''}).\n"
             "The figures below are NOT representative. Build a release first:\n"
             "  cd packages/anarchon && uv run --no-sync maturin develop --uv --release "
-            "&& cd ../.. && uv run --no-sync python benchmarks/slots.py\n"
+            "&& cd ../.. && uv run --no-sync python benchmarks/engine/slots.py\n"
             f"{bar}\n"
         )
         return False

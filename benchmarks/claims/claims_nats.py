@@ -1,9 +1,9 @@
 """Claims per second through ``NatsBackend.claim``/``claim_many`` vs raw ``js.publish`` with ``Nats-Msg-Id``.
 
-    uv run --no-sync python benchmarks/claims_nats.py            # starts its own nats-server
-    uv run --no-sync python benchmarks/claims_nats.py --url nats://127.0.0.1:4222
-    uv run --no-sync python benchmarks/claims_nats.py --only batched --chunk 500
-    uv run --no-sync python benchmarks/claims_nats.py --only clock
+    uv run --no-sync python benchmarks/claims/claims_nats.py            # starts its own nats-server
+    uv run --no-sync python benchmarks/claims/claims_nats.py --url nats://127.0.0.1:4222
+    uv run --no-sync python benchmarks/claims/claims_nats.py --only batched --chunk 500
+    uv run --no-sync python benchmarks/claims/claims_nats.py --only clock
 
 Both sides talk to the same nats-server (JetStream, file store) over
 127.0.0.1, each on its own stream with the same settings (the backend creates
@@ -58,7 +58,7 @@ import nats.aio.msg
 from anarchon.types import ClaimInput
 from anarchon_nats import NatsBackend
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages/anarchon-nats/tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages/anarchon-nats/tests"))
 
 from natstest_servers import (  # type: ignore[import-not-found,unused-ignore]
     find_nats_server,
