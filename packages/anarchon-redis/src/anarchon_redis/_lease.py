@@ -49,7 +49,6 @@ from anarchon.types import (
 
 from anarchon_redis import _lua
 from anarchon_redis._client import text
-from anarchon_redis._lua_retry import LEASE_RETRY
 from anarchon_redis._runtime import (
     Runtime,
     Store,
@@ -455,7 +454,7 @@ class RedisRunStore(RunStore):
         state, runs, _results = rt.keys(retry.job)
         conn = await rt.ready()
         reply = await conn.evalsha(
-            LEASE_RETRY,
+            _lua.LEASE_RETRY,
             (state, runs),
             (
                 int(retry.slot),
