@@ -421,12 +421,9 @@ class RedisRunStore(RunStore):
         """End ``token``'s lease now (hand-over); on the last attempt mark the run interrupted.
 
         The released attempt is recorded ``interrupted`` (reason ``handed_over``).
+        A batch of one (:meth:`release_many`): one script call, as before.
         """
-        rt = self._rt
-        state, _runs, results = rt.keys(job)
-        conn = await rt.ready()
-        reply = await conn.evalsha(_lua.LEASE_RELEASE, (state, results), (int(slot), token))
-        return int(reply) == 1
+        return (await self.release_many((RunKey(job, slot, token),)))[0]
 
     async def release_many(self, runs: Sequence[RunKey]) -> list[bool]:
         """``release()`` for each run: one ``release-many`` script call per chunk (per node)."""

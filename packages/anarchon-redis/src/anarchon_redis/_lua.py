@@ -43,7 +43,7 @@ the saving instance finished the run). As
 ``~act`` is rewritten whole, a write costs O(runs in progress of the job):
 nothing for the usual one or two, noticeable for a job with thousands.
 
-Every lease script but ``release``, ``active`` and ``prepare`` takes a batch:
+Every lease script but ``retry``, ``active`` and ``prepare`` takes a batch:
 KEYS and ARGV hold one group per item, items run in order at one ``TIME``,
 and the reply is one answer per item. The claim and save scripts take the
 settings items share once per call (profiles, see ``run_batched``).
@@ -70,7 +70,6 @@ __all__ = [
     "LEASE_FINISH_SAVE",
     "LEASE_HEARTBEAT",
     "LEASE_PREPARE",
-    "LEASE_RELEASE",
     "LEASE_RELEASE_MANY",
     "LEASE_RETRY",
     "LEASE_SAVE",
@@ -101,7 +100,6 @@ LEASE_CLAIM = _script("claim", "prelude", "state", "results", "trim")
 LEASE_HEARTBEAT = _script("heartbeat", "prelude", "state")
 LEASE_FINISH = _script("finish", "prelude", "state", "finish")
 LEASE_FINISH_SAVE = _script("finish-save", "prelude", "state", "finish")
-LEASE_RELEASE = _script("release", "prelude", "state", "results", "release")
 LEASE_RELEASE_MANY = _script("release-many", "prelude", "state", "results", "release")
 LEASE_SAVE = _script("save", "prelude", "state", "results", "trim")
 LEASE_ACTIVE = _script("active", "prelude", "state")
@@ -122,7 +120,6 @@ LEASE_SCRIPTS = (
     LEASE_HEARTBEAT,
     LEASE_FINISH,
     LEASE_FINISH_SAVE,
-    LEASE_RELEASE,
     LEASE_RELEASE_MANY,
     LEASE_SAVE,
     LEASE_ACTIVE,
