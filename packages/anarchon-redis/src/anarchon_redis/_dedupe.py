@@ -38,6 +38,7 @@ from anarchon_redis._runtime import (
     claim_records,
     decode_result,
     group_by_job,
+    history_bound,
     refuse_lease_options,
     retry_noscript,
 )
@@ -127,7 +128,7 @@ class DedupeRuntime(Runtime):
         trims: list[tuple[Any, ...]] = []
         for job, last in by_job.items():
             runs, manual, _results, _trimmed = self.keys(job)
-            size = max(int(last.history_size), 1)
+            size = history_bound(last.history_size)
             ttl = "" if last.history_ttl_ms is None else int(last.history_ttl_ms)
             trims.append(("EVALSHA", _lua.TRIM_DEDUPE.sha, 1, runs, size, ttl, int(self.keep_ms)))
             trims.append(("EVALSHA", _lua.TRIM_STREAM.sha, 1, manual, size, ttl, 0, "slot"))

@@ -54,6 +54,7 @@ from anarchon_redis._runtime import (
     Store,
     claim_records,
     decode_result,
+    history_bound,
     run_batched,
 )
 from anarchon_redis.strategies import Lease
@@ -64,6 +65,7 @@ __all__ = [
     "RETENTION_MARGIN_MS",
     "LeaseRuntime",
     "RedisRunStore",
+    "state_retention_ms",
 ]
 
 
@@ -75,6 +77,16 @@ FINISHED_MEMORY = 100_000
 
 HISTORY_SLACK = 16
 """Extra records read beyond ``2 * limit`` (claims are stored in claim order, not slot order)."""
+
+
+def state_retention_ms(limits: JobLimits) -> int:
+    """How long finished run state of a job must be kept: the retention rule (ms).
+
+    Late and catch-up claims may ask for a slot up to ``max(max_late, catch_up)
+    + jitter`` after it; :data:`RETENTION_MARGIN_MS` more is kept on top.
+    """
+    catch_up = limits.catch_up_ms or 0
+    return max(limits.max_late_ms, catch_up) + limits.jitter_ms + RETENTION_MARGIN_MS
 
 
 def _claim_outcome(reply: Any, claim: RunClaim) -> ClaimOutcome:
@@ -144,7 +156,7 @@ class LeaseRuntime(Runtime):
             int(claim.max_attempts),
             1 if claim.overlap else 0,
             1 if claim.create else 0,
-            max(int(claim.history_size), 1),
+            history_bound(claim.history_size),
             self.keep_ms(claim.job),
             "" if ttl is None else int(ttl),
             "" if claim.early_ms is None else int(claim.early_ms),
@@ -181,7 +193,7 @@ class LeaseRuntime(Runtime):
                 f"job {limits.job!r}: catch_up ({catch_up} ms) + jitter ({limits.jitter_ms} ms)"
                 f" must be below the lease strategy's window_ms ({window} ms)"
             )
-        needed = max(limits.max_late_ms, catch_up) + limits.jitter_ms + RETENTION_MARGIN_MS
+        needed = state_retention_ms(limits)
         self._keep[limits.job] = max(self._keep.get(limits.job, 0), needed)
 
     async def prepare_job(self, job: str, history_size: int) -> None:
@@ -253,7 +265,7 @@ class LeaseRuntime(Runtime):
             w = writes[i]
             ttl = w.history_ttl_ms
             return (
-                max(int(w.history_size), 1),
+                history_bound(w.history_size),
                 "" if ttl is None else int(ttl),
                 self.keep_ms(w.job),
             )

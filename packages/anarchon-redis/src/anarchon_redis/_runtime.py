@@ -35,6 +35,7 @@ __all__ = [
     "chunks",
     "decode_result",
     "group_by_job",
+    "history_bound",
     "refuse_lease_options",
     "retry_noscript",
     "run_batched",
@@ -109,6 +110,11 @@ async def run_batched(
         for i, answer in zip(group, reply, strict=True):
             answers[i] = answer
     return answers
+
+
+def history_bound(history_size: int) -> int:
+    """How many runs history keeps for a job's ``history_size`` (at least one): what trims use."""
+    return max(int(history_size), 1)
 
 
 def group_by_job(writes: Sequence[ResultWrite]) -> dict[str, ResultWrite]:

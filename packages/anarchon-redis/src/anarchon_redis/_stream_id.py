@@ -34,6 +34,7 @@ from anarchon_redis._runtime import (
     claim_records,
     decode_result,
     group_by_job,
+    history_bound,
     refuse_lease_options,
     retry_noscript,
 )
@@ -143,7 +144,7 @@ class StreamIdRuntime(Runtime):
         trims: list[tuple[Any, ...]] = []
         for job, last in by_job.items():
             runs, manual, _results = self.keys(job)
-            size = max(int(last.history_size), 1)
+            size = history_bound(last.history_size)
             ttl = "" if last.history_ttl_ms is None else int(last.history_ttl_ms)
             trims.append(("EVALSHA", trim.sha, 1, runs, size, ttl, 1, ""))
             trims.append(("EVALSHA", trim.sha, 1, manual, size, ttl, 0, "slot"))
