@@ -27,21 +27,13 @@ from typing import Any
 
 from anarchon.history import build_history
 from anarchon.result_json import result_json
-from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
+from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
 
 from anarchon_redis import _lua
+from anarchon_redis._batch import group_by_job, retry_noscript
 from anarchon_redis._client import LuaScript, text
-from anarchon_redis._runtime import (
-    Runtime,
-    Store,
-    append_manual_run,
-    claim_records,
-    decode_result,
-    group_by_job,
-    history_bound,
-    refuse_lease_options,
-    retry_noscript,
-)
+from anarchon_redis._records import append_manual_run, claim_records, decode_result, history_bound
+from anarchon_redis._runtime import Runtime, Store, refuse_lease_options
 
 __all__ = ["DedupeRuntime"]
 
@@ -87,10 +79,6 @@ class DedupeRuntime(Runtime):
     def claim_call(self, input: ClaimInput) -> tuple[LuaScript, Any]:
         """The claim script and its ARGV for ``input`` (KEYS: the job's ``runs``)."""
 
-    async def claim(self, input: ClaimInput) -> bool:
-        """True for exactly one token per ``(job, slot)`` (see :meth:`claim_many`)."""
-        return (await self.claim_many((input,)))[0]
-
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """The claim script once per input, all in one pipeline; answers in request order."""
         if not inputs:
@@ -104,12 +92,6 @@ class DedupeRuntime(Runtime):
         """Append the manual run to the job's ``manual`` stream (no de-duplication)."""
         await append_manual_run(await self.ready(), self.keys(input.job)[1], input)
         return None
-
-    async def save_result(
-        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
-    ) -> None:
-        """Store the result, then trim history (see :meth:`save_results`)."""
-        await self.save_results((ResultWrite(job, result, history_size, history_ttl_ms),))
 
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:
         """Store the results, then trim each job's history once (about ``history_size`` runs, and the TTL).

@@ -48,15 +48,10 @@ from anarchon.types import (
 )
 
 from anarchon_redis import _lua
+from anarchon_redis._batch import run_batched
 from anarchon_redis._client import text
-from anarchon_redis._runtime import (
-    Runtime,
-    Store,
-    claim_records,
-    decode_result,
-    history_bound,
-    run_batched,
-)
+from anarchon_redis._records import claim_records, decode_result, history_bound
+from anarchon_redis._runtime import Runtime, Store
 from anarchon_redis.strategies import Lease
 
 __all__ = [
@@ -210,10 +205,6 @@ class LeaseRuntime(Runtime):
             ("" if keep is None else keep,),
         )
 
-    async def claim(self, input: ClaimInput) -> bool:
-        """A plain claim (see :meth:`claim_many`)."""
-        return (await self.claim_many((input,)))[0]
-
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """Lease claims with ``create=True``, no overlap check, one attempt, mapped to bools.
 
@@ -243,12 +234,6 @@ class LeaseRuntime(Runtime):
             1,
         )
         return None
-
-    async def save_result(
-        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
-    ) -> None:
-        """Store the result (see :meth:`save_results`)."""
-        await self.save_results((ResultWrite(job, result, history_size, history_ttl_ms),))
 
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:
         """Store the results and trim history; a plain claim's run state is marked finished too."""

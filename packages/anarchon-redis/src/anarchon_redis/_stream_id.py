@@ -23,21 +23,13 @@ from typing import Any
 
 from anarchon.history import build_history
 from anarchon.result_json import result_json
-from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
+from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
 
 from anarchon_redis import _lua
+from anarchon_redis._batch import group_by_job, retry_noscript
 from anarchon_redis._client import is_error_reply, text
-from anarchon_redis._runtime import (
-    Runtime,
-    Store,
-    append_manual_run,
-    claim_records,
-    decode_result,
-    group_by_job,
-    history_bound,
-    refuse_lease_options,
-    retry_noscript,
-)
+from anarchon_redis._records import append_manual_run, claim_records, decode_result, history_bound
+from anarchon_redis._runtime import Runtime, Store, refuse_lease_options
 from anarchon_redis.strategies import StreamId
 
 __all__ = ["StreamIdRuntime"]
@@ -79,10 +71,6 @@ class StreamIdRuntime(Runtime):
         runs, manual, results = self.keys(job)
         return {runs: "stream", manual: "stream", results: "zset"}
 
-    async def claim(self, input: ClaimInput) -> bool:
-        """``XADD runs <slot>-0``: won if added; if refused, won only if the entry is ours."""
-        return (await self.claim_many((input,)))[0]
-
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """:meth:`claim` for each input: the ``XADD``s in one pipeline, the refused ones' reads in one more."""
         if not inputs:
@@ -118,12 +106,6 @@ class StreamIdRuntime(Runtime):
         """Append the manual run to the job's ``manual`` stream (no de-duplication)."""
         await append_manual_run(await self.ready(), self.keys(input.job)[1], input)
         return None
-
-    async def save_result(
-        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
-    ) -> None:
-        """Store the result and trim history (see :meth:`save_results`)."""
-        await self.save_results((ResultWrite(job, result, history_size, history_ttl_ms),))
 
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:
         """Store the results and trim each job's history once (about ``history_size`` runs, and the TTL).
