@@ -50,7 +50,7 @@ from anarchon.types import (
 from anarchon_redis import _lua
 from anarchon_redis._batch import run_batched
 from anarchon_redis._client import text
-from anarchon_redis._records import claim_records, decode_result, history_bound
+from anarchon_redis._records import append_manual_run, claim_records, decode_result, history_bound
 from anarchon_redis._runtime import Runtime, Store
 from anarchon_redis.strategies import Lease
 
@@ -217,22 +217,7 @@ class LeaseRuntime(Runtime):
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append a manual claim record to the job's ``runs`` stream (no de-duplication)."""
         runs = self.keys(input.job)[1]
-        conn = await self.ready()
-        await conn.execute(
-            "XADD",
-            runs,
-            "*",
-            "slot",
-            int(input.slot),
-            "token",
-            input.token,
-            "instance",
-            input.instance_id,
-            "attempt",
-            1,
-            "manual",
-            1,
-        )
+        await append_manual_run(await self.ready(), runs, input, attempt=True)
         return None
 
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:

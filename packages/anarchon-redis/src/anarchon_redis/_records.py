@@ -98,11 +98,17 @@ def claim_records(
     return records
 
 
-async def append_manual_run(conn: Connection, manual_key: str, input: ClaimInput) -> None:
-    """Append a ``run_now()`` to a claim-only strategy's ``manual`` stream (never de-duplicated)."""
+async def append_manual_run(
+    conn: Connection, key: str, input: ClaimInput, *, attempt: bool = False
+) -> None:
+    """Append a ``run_now()`` record to a stream (never de-duplicated).
+
+    Claim-only strategies append to the job's ``manual`` stream; the lease
+    strategy to its ``runs`` stream, with ``attempt`` 1 (``attempt=True``).
+    """
     await conn.execute(
         "XADD",
-        manual_key,
+        key,
         "*",
         "slot",
         int(input.slot),
@@ -110,6 +116,7 @@ async def append_manual_run(conn: Connection, manual_key: str, input: ClaimInput
         input.token,
         "instance",
         input.instance_id,
+        *(("attempt", 1) if attempt else ()),
         "manual",
         1,
     )
