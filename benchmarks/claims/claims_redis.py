@@ -55,8 +55,8 @@ sys.path.insert(
 from _common import redis_server_cpu, timed_sequential
 from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
 from anarchon_redis import RedisBackend, ValkeyBackend, _lua
+from anarchon_redis._batch import CHUNK
 from anarchon_redis._lease import LeaseRuntime
-from anarchon_redis._runtime import CHUNK
 from anarchon_redis.backend import RedisBackendBase
 from redis_servers import start_server  # type: ignore[import-not-found]
 

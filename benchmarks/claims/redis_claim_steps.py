@@ -31,8 +31,8 @@ sys.path.insert(
 import redis.asyncio as aio
 from anarchon.types import RunClaim
 from anarchon_redis import RedisBackend, ValkeyBackend, _lua
+from anarchon_redis._batch import CHUNK
 from anarchon_redis._lease import LeaseRuntime
-from anarchon_redis._runtime import CHUNK
 from claims_redis import claim_call  # type: ignore[import-not-found,unused-ignore]
 from redis_servers import start_server  # type: ignore[import-not-found]
 

@@ -212,7 +212,7 @@ class RedisRaw(Raw):
     async def open(self, url: str, backend: Any) -> None:
         import redis.asyncio as driver
         from anarchon_redis import _lua
-        from anarchon_redis._runtime import CHUNK
+        from anarchon_redis._batch import CHUNK
 
         self.runtime = backend._runtime
         self.sha = _lua.LEASE_CLAIM.sha

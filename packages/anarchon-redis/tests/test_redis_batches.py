@@ -28,7 +28,7 @@ from anarchon.types import (
     StoredResult,
 )
 from anarchon_redis import RedisBackend, ValkeyBackend
-from anarchon_redis._runtime import CHUNK
+from anarchon_redis._batch import CHUNK
 from anarchon_redis.backend import RedisBackendBase
 from redis_servers import Cluster, Server
 

@@ -1,11 +1,8 @@
-"""The claim-only strategies that remember a claim for a window: ``script`` and ``idmp``.
+"""What the claim-only strategies that remember a claim for a window share.
 
-- ``script`` (Redis 5+, Valkey): one Lua script scans the job's claims of the
-  last ``window_ms`` for the slot and appends a claim only if none is there.
-- ``idmp`` (Redis 8.6+): ``XADD <runs> IDMP <job> <slot> * ...`` inside a Lua
-  script; a duplicate returns the first entry's ID, whose token tells whether
-  the slot is ours. ``XCFGSET`` is applied in the same script only when the
-  stream is created.
+Those are ``script`` (:mod:`anarchon_redis._script`) and ``idmp``
+(:mod:`anarchon_redis._idmp`); each gives its claim script, this base runs it
+and keeps the keys, manual runs, trimming and history.
 
 Keys (each command and script touches one key, so no hash tag is needed):
 
@@ -25,35 +22,23 @@ longer shows it; ``trimmed`` hides it from :meth:`history`.
 from __future__ import annotations
 
 import abc
-import logging
 from collections.abc import Sequence
 from typing import Any
 
-from anarchon.errors import BackendError, DedupeWindowError, UnsupportedError
 from anarchon.history import build_history
 from anarchon.result_json import result_json
-from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
+from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
 
 from anarchon_redis import _lua
-from anarchon_redis._client import Connection, LuaScript, driver_error, is_error_reply, text
-from anarchon_redis._runtime import (
-    Runtime,
-    Store,
-    append_manual_run,
-    claim_records,
-    decode_result,
-    group_by_job,
-    refuse_lease_options,
-    retry_noscript,
-)
-from anarchon_redis.strategies import STRATEGIES, Idmp, Script
+from anarchon_redis._batch import group_by_job, retry_noscript
+from anarchon_redis._client import LuaScript, text
+from anarchon_redis._records import append_manual_run, claim_records, decode_result, history_bound
+from anarchon_redis._runtime import Runtime, Store, refuse_lease_options
 
-__all__ = ["DedupeRuntime", "IdmpRuntime", "ScriptRuntime"]
+__all__ = ["DedupeRuntime"]
 
 HISTORY_SLACK = 8
 """Extra records read beyond ``limit``."""
-
-log = logging.getLogger("anarchon.redis")
 
 
 class DedupeRuntime(Runtime):
@@ -94,10 +79,6 @@ class DedupeRuntime(Runtime):
     def claim_call(self, input: ClaimInput) -> tuple[LuaScript, Any]:
         """The claim script and its ARGV for ``input`` (KEYS: the job's ``runs``)."""
 
-    async def claim(self, input: ClaimInput) -> bool:
-        """True for exactly one token per ``(job, slot)`` (see :meth:`claim_many`)."""
-        return (await self.claim_many((input,)))[0]
-
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """The claim script once per input, all in one pipeline; answers in request order."""
         if not inputs:
@@ -111,12 +92,6 @@ class DedupeRuntime(Runtime):
         """Append the manual run to the job's ``manual`` stream (no de-duplication)."""
         await append_manual_run(await self.ready(), self.keys(input.job)[1], input)
         return None
-
-    async def save_result(
-        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
-    ) -> None:
-        """Store the result, then trim history (see :meth:`save_results`)."""
-        await self.save_results((ResultWrite(job, result, history_size, history_ttl_ms),))
 
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:
         """Store the results, then trim each job's history once (about ``history_size`` runs, and the TTL).
@@ -135,7 +110,7 @@ class DedupeRuntime(Runtime):
         trims: list[tuple[Any, ...]] = []
         for job, last in by_job.items():
             runs, manual, _results, _trimmed = self.keys(job)
-            size = max(int(last.history_size), 1)
+            size = history_bound(last.history_size)
             ttl = "" if last.history_ttl_ms is None else int(last.history_ttl_ms)
             trims.append(("EVALSHA", _lua.TRIM_DEDUPE.sha, 1, runs, size, ttl, int(self.keep_ms)))
             trims.append(("EVALSHA", _lua.TRIM_STREAM.sha, 1, manual, size, ttl, 0, "slot"))
@@ -189,103 +164,3 @@ class DedupeRuntime(Runtime):
             stored = [r for r in stored if r.slot >= horizon]
         claims = [c for c in claims if c.slot >= 0]
         return build_history(job, claims, stored, limit)
-
-
-class ScriptRuntime(DedupeRuntime):
-    """The ``script`` strategy for one store."""
-
-    scripts = _lua.SCRIPT_SCRIPTS
-    strategy_name = "script"
-
-    def __init__(self, store: Store, settings: Script) -> None:
-        super().__init__(store)
-        self.settings = settings
-        self.keep_ms = settings.window_ms
-
-    def claim_call(self, input: ClaimInput) -> tuple[LuaScript, Any]:
-        """The script appends a claim only if the window holds none for the slot."""
-        args = (int(input.slot), input.token, input.instance_id, int(self.settings.window_ms))
-        return _lua.SCRIPT_CLAIM, args
-
-
-class IdmpRuntime(DedupeRuntime):
-    """The ``idmp`` strategy for one store (Redis 8.6+)."""
-
-    scripts = _lua.IDMP_SCRIPTS
-    strategy_name = "idmp"
-
-    def __init__(self, store: Store, settings: Idmp) -> None:
-        super().__init__(store)
-        self.settings = settings
-        self.keep_ms = settings.duration_sec * 1000
-
-    async def check_server(self, conn: Connection, server: str, version: tuple[int, ...]) -> None:
-        """Refuse a server without idempotent ``XADD`` (``COMMAND INFO XCFGSET`` is empty)."""
-        try:
-            known = _command_known(await conn.execute("COMMAND", "INFO", "XCFGSET"))
-        except BackendError as unparsed:
-            if not isinstance(driver_error(unparsed), (TypeError, SystemError)):
-                raise
-            # The client cannot parse the reply (redis-py: the ``[nil]`` of an unknown
-            # command; GLIDE: Redis 8's maps): ask COMMAND GETKEYS, which fails if unknown.
-            try:
-                await conn.execute("COMMAND", "GETKEYS", "XCFGSET", "k", "IDMP-DURATION", "1")
-                known = True
-            except Exception as error:
-                if not is_error_reply(error):
-                    raise
-                known = False
-        if known:
-            return
-        others = ", ".join(n for n in STRATEGIES if n != "idmp")
-        shown = ".".join(str(v) for v in version)
-        raise UnsupportedError(
-            f"strategy 'idmp' needs Redis 8.6 or newer (idempotent XADD, XCFGSET);"
-            f" {self.store.describe()} runs {server} {shown}, which does not have it."
-            f" Use another strategy: {others}"
-        )
-
-    def check_job(self, limits: JobLimits) -> None:
-        """No lease options; and ``max_size`` must cover the slots a late claim may reach back."""
-        super().check_job(limits)
-        period = max(int(limits.period_ms or 0), 1)
-        reach = int(limits.jitter_ms or 0) + int(limits.max_late_ms or 0)
-        needed = reach // period + 2
-        if needed > self.settings.max_size:
-            raise DedupeWindowError(
-                f"job {limits.job!r}: a claim may come {reach} ms after its slot, which spans"
-                f" {needed} slots of {period} ms, but idmp remembers only max_size="
-                f"{self.settings.max_size} slots per job (raise max_size, up to 10000)"
-            )
-
-    async def prepare_job(self, job: str, history_size: int) -> None:
-        """Create the job's stream with its ``XCFGSET`` settings if it does not exist yet."""
-        runs = self.keys(job)[0]
-        created = await self.evalsha(
-            _lua.IDMP_PREPARE, runs, self.settings.duration_sec, self.settings.max_size
-        )
-        if not int(created):
-            log.debug("idmp stream %s exists: its IDMP settings are left as they are", runs)
-
-    def claim_call(self, input: ClaimInput) -> tuple[LuaScript, Any]:
-        """``XADD IDMP <job> <slot>``; a duplicate's first entry tells whose slot it is."""
-        args = (
-            input.job,
-            int(input.slot),
-            input.token,
-            input.instance_id,
-            self.settings.duration_sec,
-            self.settings.max_size,
-        )
-        return _lua.IDMP_CLAIM, args
-
-
-def _command_known(reply: Any) -> bool:
-    """True if a ``COMMAND INFO <name>`` reply describes a command (``[nil]`` if unknown)."""
-    if reply is None:
-        return False
-    if isinstance(reply, dict):
-        return any(v for v in reply.values())
-    if isinstance(reply, (list, tuple)):
-        return any(item is not None and item != [] for item in reply)
-    return bool(reply)

@@ -48,15 +48,10 @@ from anarchon.types import (
 )
 
 from anarchon_redis import _lua
+from anarchon_redis._batch import run_batched
 from anarchon_redis._client import text
-from anarchon_redis._lua_retry import LEASE_RETRY
-from anarchon_redis._runtime import (
-    Runtime,
-    Store,
-    claim_records,
-    decode_result,
-    run_batched,
-)
+from anarchon_redis._records import append_manual_run, claim_records, decode_result, history_bound
+from anarchon_redis._runtime import Runtime, Store
 from anarchon_redis.strategies import Lease
 
 __all__ = [
@@ -65,6 +60,7 @@ __all__ = [
     "RETENTION_MARGIN_MS",
     "LeaseRuntime",
     "RedisRunStore",
+    "state_retention_ms",
 ]
 
 
@@ -76,6 +72,16 @@ FINISHED_MEMORY = 100_000
 
 HISTORY_SLACK = 16
 """Extra records read beyond ``2 * limit`` (claims are stored in claim order, not slot order)."""
+
+
+def state_retention_ms(limits: JobLimits) -> int:
+    """How long finished run state of a job must be kept: the retention rule (ms).
+
+    Late and catch-up claims may ask for a slot up to ``max(max_late, catch_up)
+    + jitter`` after it; :data:`RETENTION_MARGIN_MS` more is kept on top.
+    """
+    catch_up = limits.catch_up_ms or 0
+    return max(limits.max_late_ms, catch_up) + limits.jitter_ms + RETENTION_MARGIN_MS
 
 
 def _claim_outcome(reply: Any, claim: RunClaim) -> ClaimOutcome:
@@ -145,7 +151,7 @@ class LeaseRuntime(Runtime):
             int(claim.max_attempts),
             1 if claim.overlap else 0,
             1 if claim.create else 0,
-            max(int(claim.history_size), 1),
+            history_bound(claim.history_size),
             self.keep_ms(claim.job),
             "" if ttl is None else int(ttl),
             "" if claim.early_ms is None else int(claim.early_ms),
@@ -182,7 +188,7 @@ class LeaseRuntime(Runtime):
                 f"job {limits.job!r}: catch_up ({catch_up} ms) + jitter ({limits.jitter_ms} ms)"
                 f" must be below the lease strategy's window_ms ({window} ms)"
             )
-        needed = max(limits.max_late_ms, catch_up) + limits.jitter_ms + RETENTION_MARGIN_MS
+        needed = state_retention_ms(limits)
         self._keep[limits.job] = max(self._keep.get(limits.job, 0), needed)
 
     async def prepare_job(self, job: str, history_size: int) -> None:
@@ -199,10 +205,6 @@ class LeaseRuntime(Runtime):
             ("" if keep is None else keep,),
         )
 
-    async def claim(self, input: ClaimInput) -> bool:
-        """A plain claim (see :meth:`claim_many`)."""
-        return (await self.claim_many((input,)))[0]
-
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """Lease claims with ``create=True``, no overlap check, one attempt, mapped to bools.
 
@@ -215,29 +217,8 @@ class LeaseRuntime(Runtime):
     async def record_manual_run(self, input: ClaimInput) -> int | None:
         """Append a manual claim record to the job's ``runs`` stream (no de-duplication)."""
         runs = self.keys(input.job)[1]
-        conn = await self.ready()
-        await conn.execute(
-            "XADD",
-            runs,
-            "*",
-            "slot",
-            int(input.slot),
-            "token",
-            input.token,
-            "instance",
-            input.instance_id,
-            "attempt",
-            1,
-            "manual",
-            1,
-        )
+        await append_manual_run(await self.ready(), runs, input, attempt=True)
         return None
-
-    async def save_result(
-        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
-    ) -> None:
-        """Store the result (see :meth:`save_results`)."""
-        await self.save_results((ResultWrite(job, result, history_size, history_ttl_ms),))
 
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:
         """Store the results and trim history; a plain claim's run state is marked finished too."""
@@ -254,7 +235,7 @@ class LeaseRuntime(Runtime):
             w = writes[i]
             ttl = w.history_ttl_ms
             return (
-                max(int(w.history_size), 1),
+                history_bound(w.history_size),
                 "" if ttl is None else int(ttl),
                 self.keep_ms(w.job),
             )
@@ -422,12 +403,9 @@ class RedisRunStore(RunStore):
         """End ``token``'s lease now (hand-over); on the last attempt mark the run interrupted.
 
         The released attempt is recorded ``interrupted`` (reason ``handed_over``).
+        A batch of one (:meth:`release_many`): one script call, as before.
         """
-        rt = self._rt
-        state, _runs, results = rt.keys(job)
-        conn = await rt.ready()
-        reply = await conn.evalsha(_lua.LEASE_RELEASE, (state, results), (int(slot), token))
-        return int(reply) == 1
+        return (await self.release_many((RunKey(job, slot, token),)))[0]
 
     async def release_many(self, runs: Sequence[RunKey]) -> list[bool]:
         """``release()`` for each run: one ``release-many`` script call per chunk (per node)."""
@@ -455,7 +433,7 @@ class RedisRunStore(RunStore):
         state, runs, _results = rt.keys(retry.job)
         conn = await rt.ready()
         reply = await conn.evalsha(
-            LEASE_RETRY,
+            _lua.LEASE_RETRY,
             (state, runs),
             (
                 int(retry.slot),

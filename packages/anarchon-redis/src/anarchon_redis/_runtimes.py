@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from anarchon_redis._dedupe import IdmpRuntime, ScriptRuntime
+from anarchon_redis._idmp import IdmpRuntime
 from anarchon_redis._lease import LeaseRuntime
 from anarchon_redis._runtime import Runtime, Store
+from anarchon_redis._script import ScriptRuntime
 from anarchon_redis._stream_id import StreamIdRuntime
 from anarchon_redis.strategies import Idmp, Lease, Script, Strategy, StreamId
 

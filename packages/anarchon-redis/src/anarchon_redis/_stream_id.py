@@ -23,20 +23,13 @@ from typing import Any
 
 from anarchon.history import build_history
 from anarchon.result_json import result_json
-from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
+from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
 
 from anarchon_redis import _lua
+from anarchon_redis._batch import group_by_job, retry_noscript
 from anarchon_redis._client import is_error_reply, text
-from anarchon_redis._runtime import (
-    Runtime,
-    Store,
-    append_manual_run,
-    claim_records,
-    decode_result,
-    group_by_job,
-    refuse_lease_options,
-    retry_noscript,
-)
+from anarchon_redis._records import append_manual_run, claim_records, decode_result, history_bound
+from anarchon_redis._runtime import Runtime, Store, refuse_lease_options
 from anarchon_redis.strategies import StreamId
 
 __all__ = ["StreamIdRuntime"]
@@ -78,10 +71,6 @@ class StreamIdRuntime(Runtime):
         runs, manual, results = self.keys(job)
         return {runs: "stream", manual: "stream", results: "zset"}
 
-    async def claim(self, input: ClaimInput) -> bool:
-        """``XADD runs <slot>-0``: won if added; if refused, won only if the entry is ours."""
-        return (await self.claim_many((input,)))[0]
-
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """:meth:`claim` for each input: the ``XADD``s in one pipeline, the refused ones' reads in one more."""
         if not inputs:
@@ -118,12 +107,6 @@ class StreamIdRuntime(Runtime):
         await append_manual_run(await self.ready(), self.keys(input.job)[1], input)
         return None
 
-    async def save_result(
-        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
-    ) -> None:
-        """Store the result and trim history (see :meth:`save_results`)."""
-        await self.save_results((ResultWrite(job, result, history_size, history_ttl_ms),))
-
     async def save_results(self, writes: Sequence[ResultWrite]) -> None:
         """Store the results and trim each job's history once (about ``history_size`` runs, and the TTL).
 
@@ -143,7 +126,7 @@ class StreamIdRuntime(Runtime):
         trims: list[tuple[Any, ...]] = []
         for job, last in by_job.items():
             runs, manual, _results = self.keys(job)
-            size = max(int(last.history_size), 1)
+            size = history_bound(last.history_size)
             ttl = "" if last.history_ttl_ms is None else int(last.history_ttl_ms)
             trims.append(("EVALSHA", trim.sha, 1, runs, size, ttl, 1, ""))
             trims.append(("EVALSHA", trim.sha, 1, manual, size, ttl, 0, "slot"))

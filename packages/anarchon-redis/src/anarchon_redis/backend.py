@@ -240,6 +240,8 @@ class RedisBackendBase(Backend):
         Idempotent. An unreachable server raises ``BackendUnavailableError``
         (``ANARCHON_BACKEND_UNAVAILABLE``) naming it with the password hidden.
         """
+        # The idempotent-init lock: concurrent callers wait for one _connect();
+        # close() resets it, so a closed backend connects again on next use.
         if self._conn is not None:
             return
         if self._init_lock is None:
@@ -247,35 +249,39 @@ class RedisBackendBase(Backend):
         async with self._init_lock:
             if self._conn is not None:
                 return
-            conn = self._open()
-            try:
-                await self._check_server(conn)
-                await conn.load_scripts(self._runtime.scripts)
-                await self._check_format(conn)
-            except BackendUnavailableError as error:
-                if conn.owned:
-                    await _quietly(conn.close())
-                cause = error.__cause__
-                if cause is None:
-                    raise
-                detail = str(cause).strip() or type(cause).__name__
-                raise BackendUnavailableError(
-                    f"cannot connect to {self.describe()}: {detail}"
-                ) from cause
-            except AnarchonError:
-                if conn.owned:
-                    await _quietly(conn.close())
+            self._conn = await self._connect()
+
+    async def _connect(self) -> Connection:
+        """Open a connection and check it as :meth:`init` says; closed again if a check fails."""
+        conn = self._open()
+        try:
+            await self._check_server(conn)
+            await conn.load_scripts(self._runtime.scripts)
+            await self._check_format(conn)
+        except BackendUnavailableError as error:
+            if conn.owned:
+                await _quietly(conn.close())
+            cause = error.__cause__
+            if cause is None:
                 raise
-            except Exception as error:  # a driver error of ours to name (bad option, ...)
-                if conn.owned:
-                    await _quietly(conn.close())
-                detail = str(error).strip() or type(error).__name__
-                raise BackendError(f"{self.describe()} failed: {detail}") from error
-            except BaseException:
-                if conn.owned:
-                    await _quietly(conn.close())
-                raise
-            self._conn = conn
+            detail = str(cause).strip() or type(cause).__name__
+            raise BackendUnavailableError(
+                f"cannot connect to {self.describe()}: {detail}"
+            ) from cause
+        except AnarchonError:
+            if conn.owned:
+                await _quietly(conn.close())
+            raise
+        except Exception as error:  # a driver error of ours to name (bad option, ...)
+            if conn.owned:
+                await _quietly(conn.close())
+            detail = str(error).strip() or type(error).__name__
+            raise BackendError(f"{self.describe()} failed: {detail}") from error
+        except BaseException:
+            if conn.owned:
+                await _quietly(conn.close())
+            raise
+        return conn
 
     async def _check_server(self, conn: Connection) -> None:
         try:

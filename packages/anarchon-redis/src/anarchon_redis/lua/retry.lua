@@ -1,20 +1,3 @@
-"""The ``lease`` strategy's ``RunStore.retry`` script (docs/leases.md, "Retries").
-
-One script, on the keys of one job: if the failed attempt's token still holds
-the running run and attempts are left, the next attempt starts under the
-same runner with a new token and a new lease (server clock); the run state is
-its claim record.
-Loaded on first use (``EVALSHA`` reloads it on ``NOSCRIPT``).
-"""
-
-from __future__ import annotations
-
-from anarchon_redis._client import LuaScript
-from anarchon_redis._lua import LEASE_LIB, PRELUDE, STATE_LIB
-
-__all__ = ["LEASE_RETRY"]
-
-_RETRY = r"""
 -- KEYS: state, runs   ARGV: slot, token, new_token, instance, lease_ms, max_attempts
 -- Returns {kind, attempt, runner, lease_expires_at}.
 local state, runs, slot_s = KEYS[1], KEYS[2], ARGV[1]
@@ -30,7 +13,3 @@ r.a = r.a + 1
 r.t, r.r, r.l, r.m, r.b, r.x, r.e = ARGV[3], ARGV[4], now + tonumber(ARGV[5]), tonumber(ARGV[6]), now, 0, nil
 put(state, slot_s, r)
 return {'won', r.a, r.r, r.l}
-"""
-
-LEASE_RETRY = LuaScript("retry", PRELUDE + STATE_LIB + LEASE_LIB + _RETRY)
-"""``RunStore.retry`` of the ``lease`` strategy."""

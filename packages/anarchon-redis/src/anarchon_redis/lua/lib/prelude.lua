@@ -1,0 +1,7 @@
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function int(n) return string.format('%d', n) end
+local function opt(s) if s == nil or s == '' then return nil end return tonumber(s) end
