@@ -42,22 +42,17 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
-
-sys.path.insert(
-    0, os.path.join(os.path.dirname(__file__), "..", "packages", "anarchon-redis", "tests")
-)
 
 from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
 from anarchon_redis import RedisBackend, ValkeyBackend, _lua
 from anarchon_redis._lease import LeaseRuntime
 from anarchon_redis._runtime import CHUNK
 from anarchon_redis.backend import RedisBackendBase
-from redis_servers import start_server  # type: ignore[import-not-found]
+from anarchon_testservers.redis import start_server
 
 LEASE_MS = 30_000
 HISTORY_SIZE = 1000

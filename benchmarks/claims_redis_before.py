@@ -26,19 +26,16 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "packages", "anarchon-redis", "tests"))
-sys.path.insert(0, HERE)
+import claims_redis as bench
+import redis.asyncio as aio
+from anarchon_testservers.redis import start_server
 
-import claims_redis as bench  # noqa: E402
-import redis.asyncio as aio  # noqa: E402
-from redis_servers import start_server  # type: ignore[import-not-found]  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 LUA_PATH = "packages/anarchon-redis/src/anarchon_redis/_lua.py"
 

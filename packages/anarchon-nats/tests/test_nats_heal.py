@@ -22,7 +22,7 @@ from anarchon.testing.heal import check_heals
 from anarchon.testing.proxy import FaultProxy
 from anarchon_nats import NatsBackend
 from anarchon_nats.backend import RECONNECT_AFTER_TIMEOUTS
-from natstest_servers import NatsServer
+from anarchon_testservers.nats import NatsServer
 
 CALL_TIMEOUT_S = 1.0
 

@@ -10,7 +10,7 @@ from anarchon import Scheduler
 from anarchon.testing.proxy import FaultProxy
 from anarchon.testing.stop_bound import check_stop_bound
 from anarchon_nats import NatsBackend
-from natstest_servers import NatsServer
+from anarchon_testservers.nats import NatsServer
 
 # Its point is timing or an injected fault: the scenario tier (docs/development.md).
 pytestmark = pytest.mark.scenario

@@ -13,7 +13,7 @@ import uuid
 import pytest
 from anarchon.testing.clock_step import check_wall_clock_step
 from anarchon_redis import RedisBackend
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 # Its point is timing or an injected fault: the scenario tier (docs/development.md).
 pytestmark = pytest.mark.scenario

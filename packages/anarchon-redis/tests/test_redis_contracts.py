@@ -22,7 +22,7 @@ from anarchon.testing import (
 )
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
-from redis_servers import Cluster, Server
+from anarchon_testservers.redis import Cluster, Server
 
 
 def _backend(server: Server, strategy: str, prefix: str) -> RedisBackendBase:

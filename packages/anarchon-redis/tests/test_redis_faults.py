@@ -12,7 +12,7 @@ import redis.asyncio
 from anarchon.errors import InvalidConfigError
 from anarchon.testing import faults
 from anarchon.testing.proxy import FaultProxy
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 
 @pytest.fixture

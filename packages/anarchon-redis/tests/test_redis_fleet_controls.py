@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from anarchon.testing.control_scenario import run_control_scenario
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 
 @pytest.mark.scenario

@@ -18,7 +18,7 @@ from anarchon import Backend
 from anarchon.testing.heal import check_heals
 from anarchon.testing.proxy import FaultProxy
 from anarchon_redis import RedisBackend
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 CALL_TIMEOUT_S = 1.5
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from anarchon.testing.one_off_fleet import run_one_off_fleet, run_retry_kill9
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 
 @pytest.mark.scenario

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from anarchon.testing.fleet import Fleet, read_history, run_fleet, start_fleet
-from redis_servers import Server, start_server
+from anarchon_testservers.redis import Server, start_server
 
 PERIOD_MS = 200
 

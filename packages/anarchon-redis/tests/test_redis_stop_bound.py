@@ -7,7 +7,7 @@ import pytest
 from anarchon import Scheduler
 from anarchon.testing.proxy import FaultProxy
 from anarchon.testing.stop_bound import check_stop_bound
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 # Its point is timing or an injected fault: the scenario tier (docs/development.md).
 pytestmark = pytest.mark.scenario

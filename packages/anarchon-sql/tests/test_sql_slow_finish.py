@@ -15,7 +15,7 @@ import pytest
 from anarchon import Backend
 from anarchon.testing.slow_link import check_slow_finish
 from anarchon_sql import PostgresBackend
-from sqltest_servers import PgServer
+from anarchon_testservers.postgres import PgServer
 
 # Its point is timing or an injected fault: the scenario tier (docs/development.md).
 pytestmark = pytest.mark.scenario

