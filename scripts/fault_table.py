@@ -1,4 +1,4 @@
-"""Run every fault scenario of ``anarchon.testing.faults`` on every store; print a markdown table.
+"""Run every fault scenario of ``anarchon.testing.scenarios.faults`` on every store; print a markdown table.
 
     uv run --frozen python scripts/fault_table.py                 # the whole matrix (~15 min)
     uv run --frozen python scripts/fault_table.py --stores sqlite,nats --scenarios kill9
@@ -6,7 +6,7 @@
 Servers are started by the workspace's test servers
 (``anarchon_testservers``): throw-away, on 127.0.0.1, on free
 ports, removed at the end. Each row is one run of one scenario on one store;
-the counts are those of :class:`anarchon.testing.fault_report.FaultReport`
+the counts are those of :class:`anarchon.testing.scenarios.fault_report.FaultReport`
 (its docstring defines them). The table goes to docs/operations.md,
 "What we test". Rows that do not apply are left out and named below the table (no
 proxy in front of a file, no server to restart).
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from anarchon.testing import faults
-from anarchon.testing.fault_report import FaultReport
+from anarchon.testing.scenarios import faults
+from anarchon.testing.scenarios.fault_report import FaultReport
 
 STORES = ("redis-lease", "redis-stream-id", "postgres", "sqlite", "nats")
 SCENARIOS = (

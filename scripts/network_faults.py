@@ -5,19 +5,19 @@ SQLite is a file), then for each store runs the checks the test suite runs
 once, through ``anarchon.testing``:
 
 - ``dead_flows``: every established connection goes silently dead, new ones
-  work (``anarchon.testing.heal``); seconds from the fault to the next run;
+  work (``anarchon.testing.scenarios.heal``); seconds from the fault to the next run;
 - ``blackhole``: nothing forwarded on any connection for 3 s, then a heal;
   seconds from the heal to the next run. Slots lost: slots due from the
   fault on that are not stored ``ok`` (with ``overlap=False``, the slots
   that fell due during the outage are skipped once the store is back: one
   run, not a burst);
 - ``slow_finish``: two instances, one over a 1 s round trip, a job every 4 s
-  with ``overlap=False`` (``anarchon.testing.slow_link``), call timeout 3 s, run with the
+  with ``overlap=False`` (``anarchon.testing.scenarios.slow_link``), call timeout 3 s, run with the
   overlap re-check off (as a store without ``overlap_wait``) and on; slots
   lost and slots skipped as overlap;
 - ``stop``: ``stop()`` with the store down (a blackhole; SQLite: locked by
   another connection), stop_grace 1 s, call timeout 1 s
-  (``anarchon.testing.stop_bound``).
+  (``anarchon.testing.scenarios.stop_bound``).
 
 Run (``scripts/scenarios.py`` runs it as a part of the scenario tier)::
 
@@ -41,10 +41,10 @@ from collections.abc import Callable
 from typing import Any
 
 from anarchon import Backend, Scheduler
-from anarchon.testing.heal import check_heals
-from anarchon.testing.proxy import FaultProxy
-from anarchon.testing.slow_link import check_slow_finish
-from anarchon.testing.stop_bound import check_stop_bound
+from anarchon.testing.scenarios.heal import check_heals
+from anarchon.testing.scenarios.proxy import FaultProxy
+from anarchon.testing.scenarios.slow_link import check_slow_finish
+from anarchon.testing.scenarios.stop_bound import check_stop_bound
 
 STORES = ("redis", "postgresql", "nats", "sqlite")
 FAULTS = ("dead_flows", "blackhole", "slow_finish", "stop")

@@ -1,4 +1,4 @@
-"""Fault scenarios (anarchon.testing.faults) on NATS JetStream: claims without leases.
+"""Fault scenarios (anarchon.testing.scenarios.faults) on NATS JetStream: claims without leases.
 
 NATS claims each slot exactly once and has no leases (docs/leases.md): nothing
 takes a crashed instance's run over, so a ``kill -9`` loses the run it was
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from anarchon.testing import faults
+from anarchon.testing.scenarios import faults
 
 # The scenario tier (docs/development.md): which slot a kill -9 lands in is timing, and a
 # claim-only store has no take-over to check; the gate's kill -9 tests are on lease stores.

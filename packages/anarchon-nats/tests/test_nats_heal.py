@@ -1,4 +1,4 @@
-"""Connections that heal on NATS (issue 18), through ``anarchon.testing.proxy.FaultProxy``.
+"""Connections that heal on NATS (issue 18), through ``anarchon.testing.scenarios.proxy.FaultProxy``.
 
 - Established flows die silently while new ones work. nats-py alone keeps a
   dead connection until its PING check gives up (minutes at its defaults);
@@ -18,8 +18,8 @@ import uuid
 
 import pytest
 from anarchon import Backend
-from anarchon.testing.heal import check_heals
-from anarchon.testing.proxy import FaultProxy
+from anarchon.testing.scenarios.heal import check_heals
+from anarchon.testing.scenarios.proxy import FaultProxy
 from anarchon_nats import NatsBackend
 from anarchon_nats.backend import RECONNECT_AFTER_TIMEOUTS
 from anarchon_testservers.nats import NatsServer

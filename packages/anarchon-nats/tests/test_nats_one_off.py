@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from anarchon.testing.one_off_fleet import run_one_off_fleet
+from anarchon.testing.scenarios.one_off import run_one_off_fleet
 
 # Its point is timing or an injected fault: the scenario tier (docs/development.md).
 pytestmark = pytest.mark.scenario

@@ -1,4 +1,4 @@
-"""``stop()`` with NATS down (blackholed by ``anarchon.testing.proxy.FaultProxy``) returns
+"""``stop()`` with NATS down (blackholed by ``anarchon.testing.scenarios.proxy.FaultProxy``) returns
 within ``stop_grace`` plus one call timeout (docs/leases.md, "Stopping")."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 from anarchon import Scheduler
-from anarchon.testing.proxy import FaultProxy
-from anarchon.testing.stop_bound import check_stop_bound
+from anarchon.testing.scenarios.proxy import FaultProxy
+from anarchon.testing.scenarios.stop_bound import check_stop_bound
 from anarchon_nats import NatsBackend
 from anarchon_testservers.nats import NatsServer
 

@@ -11,7 +11,7 @@ import asyncio
 import uuid
 
 import pytest
-from anarchon.testing.clock_step import check_wall_clock_step
+from anarchon.testing.scenarios.clock_step import check_wall_clock_step
 from anarchon_redis import RedisBackend
 from anarchon_testservers.redis import Server
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import redis.asyncio
 from anarchon.errors import InvalidConfigError
-from anarchon.testing import faults
-from anarchon.testing.proxy import FaultProxy
+from anarchon.testing.scenarios import faults
+from anarchon.testing.scenarios.proxy import FaultProxy
 from anarchon_testservers.redis import Server
 
 
@@ -97,7 +97,7 @@ def test_bad_mode_is_refused(proxy: FaultProxy) -> None:
     assert caught.value.code == "ANARCHON_INVALID_CONFIG"
 
 
-# Fault scenarios (anarchon.testing.faults): real processes, honest counts ----------------------
+# Fault scenarios (anarchon.testing.scenarios.faults): real processes, honest counts ----------------------
 
 
 @pytest.mark.slow

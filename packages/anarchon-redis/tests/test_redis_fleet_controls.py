@@ -1,4 +1,4 @@
-"""Two OS processes on Redis (lease and stream-id), steered by the CLI (anarchon.testing.control_scenario)."""
+"""Two OS processes on Redis (lease and stream-id), steered by the CLI (anarchon.testing.scenarios.control)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from anarchon.testing.control_scenario import run_control_scenario
+from anarchon.testing.scenarios.control import run_control_scenario
 from anarchon_testservers.redis import Server
 
 

@@ -1,4 +1,4 @@
-"""Connections that heal (issue 18), through ``anarchon.testing.proxy.FaultProxy``.
+"""Connections that heal (issue 18), through ``anarchon.testing.scenarios.proxy.FaultProxy``.
 
 - Established flows die silently while new ones work: a call on a dead flow
   times out after ``socket_timeout`` and redis-py's one retry runs it on a
@@ -15,8 +15,8 @@ import asyncio
 
 import pytest
 from anarchon import Backend
-from anarchon.testing.heal import check_heals
-from anarchon.testing.proxy import FaultProxy
+from anarchon.testing.scenarios.heal import check_heals
+from anarchon.testing.scenarios.proxy import FaultProxy
 from anarchon_redis import RedisBackend
 from anarchon_testservers.redis import Server
 

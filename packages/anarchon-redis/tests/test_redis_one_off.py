@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from anarchon.testing.one_off_fleet import run_one_off_fleet, run_retry_kill9
+from anarchon.testing.scenarios.one_off import run_one_off_fleet, run_retry_kill9
 from anarchon_testservers.redis import Server
 
 

@@ -10,7 +10,7 @@
   the outage once, and it resumes on its own.
 
 The ``kill -9`` takeover is the shipped scenario
-``anarchon.testing.faults.kill9_takeover`` (test_redis_faults.py).
+``anarchon.testing.scenarios.faults.kill9_takeover`` (test_redis_faults.py).
 """
 
 from __future__ import annotations

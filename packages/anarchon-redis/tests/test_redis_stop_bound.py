@@ -1,12 +1,12 @@
-"""``stop()`` with Redis down (blackholed by ``anarchon.testing.proxy.FaultProxy``) returns
+"""``stop()`` with Redis down (blackholed by ``anarchon.testing.scenarios.proxy.FaultProxy``) returns
 within ``stop_grace`` plus one call timeout (docs/leases.md, "Stopping")."""
 
 from __future__ import annotations
 
 import pytest
 from anarchon import Scheduler
-from anarchon.testing.proxy import FaultProxy
-from anarchon.testing.stop_bound import check_stop_bound
+from anarchon.testing.scenarios.proxy import FaultProxy
+from anarchon.testing.scenarios.stop_bound import check_stop_bound
 from anarchon_testservers.redis import Server
 
 # Its point is timing or an injected fault: the scenario tier (docs/development.md).

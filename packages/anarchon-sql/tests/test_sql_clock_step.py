@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from anarchon.testing.clock_step import check_wall_clock_step
+from anarchon.testing.scenarios.clock_step import check_wall_clock_step
 from anarchon_sql import PostgresBackend
 
 # Its point is timing or an injected fault: the scenario tier (docs/development.md).

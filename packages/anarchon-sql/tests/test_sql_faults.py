@@ -1,4 +1,4 @@
-"""Fault scenarios (anarchon.testing.faults) on PostgreSQL and SQLite: real processes, honest counts.
+"""Fault scenarios (anarchon.testing.scenarios.faults) on PostgreSQL and SQLite: real processes, honest counts.
 
 Each scenario runs two scheduler processes on one database, injects a fault
 into one of them and counts duplicates, zombies, overlaps, fenced commits by
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from anarchon.testing import faults
+from anarchon.testing.scenarios import faults
 
 
 def _taken_over_as_attempt_2(report: faults.FaultReport) -> None:

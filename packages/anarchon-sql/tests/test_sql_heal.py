@@ -1,4 +1,4 @@
-"""Connections that heal on PostgreSQL (issue 18), through ``anarchon.testing.proxy.FaultProxy``.
+"""Connections that heal on PostgreSQL (issue 18), through ``anarchon.testing.scenarios.proxy.FaultProxy``.
 
 - Established flows die silently while new ones work: a call on a dead flow
   hits the backend's call timeout, its connection is shut down and dropped
@@ -17,8 +17,8 @@ import time
 import pytest
 from anarchon import Backend
 from anarchon.errors import BackendUnavailableError
-from anarchon.testing.heal import check_heals
-from anarchon.testing.proxy import FaultProxy
+from anarchon.testing.scenarios.heal import check_heals
+from anarchon.testing.scenarios.proxy import FaultProxy
 from anarchon_sql import PostgresBackend
 from anarchon_sql.pg_deadline import LIBPQ_DEFAULTS, with_libpq_defaults
 from anarchon_testservers.postgres import PgServer

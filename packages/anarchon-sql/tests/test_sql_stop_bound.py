@@ -1,10 +1,10 @@
 """``stop()`` fits in a container's grace period: with the store down it returns within
 ``stop_grace`` plus one call timeout (docs/leases.md, "Stopping").
 
-PostgreSQL goes down behind ``anarchon.testing.proxy.FaultProxy`` (a blackhole:
+PostgreSQL goes down behind ``anarchon.testing.scenarios.proxy.FaultProxy`` (a blackhole:
 connections are accepted, nothing is forwarded); SQLite is locked by another
 connection holding an exclusive transaction. Both use
-``anarchon.testing.stop_bound.check_stop_bound``.
+``anarchon.testing.scenarios.stop_bound.check_stop_bound``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from anarchon import Scheduler
-from anarchon.testing.proxy import FaultProxy
-from anarchon.testing.stop_bound import check_stop_bound
+from anarchon.testing.scenarios.proxy import FaultProxy
+from anarchon.testing.scenarios.stop_bound import check_stop_bound
 
 # Its point is timing or an injected fault: the scenario tier (docs/development.md).
 pytestmark = pytest.mark.scenario

@@ -21,14 +21,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from anarchon.testing.fake_clock import FakeClock
-from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, start_fleet
+from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, FleetSpec, run_fleet, start_fleet
 
 if TYPE_CHECKING:
-    from anarchon.testing.contract import BackendContract
-    from anarchon.testing.fleet_contract import FleetContract
-    from anarchon.testing.lease_contract import LeaseContract
-    from anarchon.testing.lease_model_contract import LeaseModelContract
-    from anarchon.testing.sync_contract import SyncFacadeContract
+    from anarchon.testing.contracts.backend import BackendContract
+    from anarchon.testing.contracts.fleet import FleetContract
+    from anarchon.testing.contracts.lease import LeaseContract
+    from anarchon.testing.contracts.lease_model import LeaseModelContract
+    from anarchon.testing.contracts.sync import SyncFacadeContract
 
 __all__ = [
     "BackendContract",
@@ -37,6 +37,7 @@ __all__ = [
     "FleetContract",
     "FleetResult",
     "FleetRun",
+    "FleetSpec",
     "LeaseContract",
     "LeaseModelContract",
     "SyncFacadeContract",
@@ -49,23 +50,23 @@ def __getattr__(name: str) -> Any:
     # The contract suites need pytest; import them only when asked for, so the
     # fleet harness works without pytest installed.
     if name == "BackendContract":
-        from anarchon.testing.contract import BackendContract
+        from anarchon.testing.contracts.backend import BackendContract
 
         return BackendContract
     if name == "FleetContract":
-        from anarchon.testing.fleet_contract import FleetContract
+        from anarchon.testing.contracts.fleet import FleetContract
 
         return FleetContract
     if name == "LeaseContract":
-        from anarchon.testing.lease_contract import LeaseContract
+        from anarchon.testing.contracts.lease import LeaseContract
 
         return LeaseContract
     if name == "LeaseModelContract":
-        from anarchon.testing.lease_model_contract import LeaseModelContract
+        from anarchon.testing.contracts.lease_model import LeaseModelContract
 
         return LeaseModelContract
     if name == "SyncFacadeContract":
-        from anarchon.testing.sync_contract import SyncFacadeContract
+        from anarchon.testing.contracts.sync import SyncFacadeContract
 
         return SyncFacadeContract
     raise AttributeError(f"module 'anarchon.testing' has no attribute {name!r}")

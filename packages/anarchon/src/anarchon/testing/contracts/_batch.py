@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anarchon.backend import Backend, RunStore
-from anarchon.testing._support import new_job, new_token, wall_ms
+from anarchon.testing.contracts._support import new_job, new_token, wall_ms
 from anarchon.types import (
     ClaimInput,
     ClaimOutcome,

@@ -1,6 +1,6 @@
-"""A worker process of the fleet-control scenario (:mod:`anarchon.testing.control_scenario`).
+"""A worker process of the fleet-control scenario (:mod:`anarchon.testing.scenarios.control`).
 
-``python -m anarchon.testing._control_worker --backend URL --instance ID --job NAME
+``python -m anarchon.testing.scenarios._control_worker --backend URL --instance ID --job NAME
 --every MS --drift-job NAME --drift-every MS [--catch-up MS] --out FILE`` runs two
 jobs until SIGTERM and appends one JSON line per run (its slot, ``catch_up_of``,
 and the wall-clock start and end of its handler) and per drift warning to
