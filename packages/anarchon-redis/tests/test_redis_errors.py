@@ -283,7 +283,7 @@ def test_start_raises_foreign_data_naming_the_key(redis_server: Server) -> None:
     """``Scheduler.start()`` with a job whose key holds foreign data raises within a second.
 
     Needs the scheduler to retry only what ``backend.is_transient`` calls
-    transient (issue 14); a scheduler that retries every error hangs here.
+    transient; a scheduler that retries every error hangs here.
     """
     from anarchon import RunContext, Scheduler
 

@@ -69,7 +69,7 @@ def test_two_thousand_jobs_due_at_once_through_a_pool_of_four(
 
     The backend's part (no call beyond the pool, so no "Too many connections"
     outage) holds on its own; running all 2,000 job-slots a second on time
-    also needs the scheduler's batched claim path (issue 12).
+    also needs the scheduler's batched claim path.
     """
     runs: Counter[tuple[str, int]] = Counter()
 

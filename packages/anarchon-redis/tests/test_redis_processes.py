@@ -89,7 +89,7 @@ def test_four_processes_two_thousand_jobs_every_second(
 
     Every job-slot of the common window runs exactly once, none is missed, and
     no process logs an outage (nor anything else at WARNING). This needs the
-    scheduler's batched claim path (issue 12) as well as the backend's.
+    scheduler's batched claim path as well as the backend's.
     """
     url = _url(redis_server, "lease")
     result = run_fleet(

@@ -1,4 +1,4 @@
-"""A run ends when its handler ends (issue 18): a 1 s round-trip link under ``overlap=False``.
+"""A run ends when its handler ends: a 1 s round-trip link under ``overlap=False``.
 
 Two schedulers share a job every 4 s on PostgreSQL; one reaches the server
 over a 1 s round trip (``anarchon.testing.scenarios.slow_link``). Its finishes land

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from anarchon.testing.contracts.fleet import FleetContract
     from anarchon.testing.contracts.lease import LeaseContract
     from anarchon.testing.contracts.lease_model import LeaseModelContract
+    from anarchon.testing.contracts.scenarios import ScenarioContract
     from anarchon.testing.contracts.sync import SyncFacadeContract
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "FleetSpec",
     "LeaseContract",
     "LeaseModelContract",
+    "ScenarioContract",
     "SyncFacadeContract",
     "run_fleet",
     "start_fleet",
@@ -65,6 +67,10 @@ def __getattr__(name: str) -> Any:
         from anarchon.testing.contracts.lease_model import LeaseModelContract
 
         return LeaseModelContract
+    if name == "ScenarioContract":
+        from anarchon.testing.contracts.scenarios import ScenarioContract
+
+        return ScenarioContract
     if name == "SyncFacadeContract":
         from anarchon.testing.contracts.sync import SyncFacadeContract
 

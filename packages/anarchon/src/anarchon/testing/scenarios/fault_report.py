@@ -132,6 +132,57 @@ class FaultReport:
             or self.unfinished
         )
 
+    def assert_taken_over(self) -> None:
+        """A lease store after a ``kill -9``: the other instance took the slot over as attempt 2.
+
+        A ``kill -9`` between a run's finish and its history write loses that record (an
+        open gap, docs/operations.md "What we test"): allowed, counted, nothing else is.
+        """
+        assert self.slots > 0, self.summary()
+        assert self.clean_but_cut_results, self.summary()
+        assert self.recovery_s is not None, self.summary()
+        other = "w1" if self.victim == "w0" else "w0"
+        assert self.fault_history == [
+            (1, self.victim, "interrupted", "lease_lost"),
+            (2, other, "ok", None),
+        ], self.summary()
+
+    def assert_lost_running_slot_only(self) -> None:
+        """A claim-only store (no leases) after a ``kill -9``: the killed run is lost, no more."""
+        assert self.slots > 0, self.summary()
+        assert self.recovery_s is None, "a claim-only store took a run over"
+        assert self.fault_slot in self.unfinished, self.summary()
+        assert len(self.unfinished) <= 2, self.summary()  # the victim's running slots
+        assert self.duplicates == {}, self.summary()
+        assert self.zombies == [], self.summary()
+        assert self.overlaps == [], self.summary()
+        assert self.lost == [], self.summary()
+        assert self.missed == [], self.summary()
+
+    def assert_handed_over(self) -> None:
+        """``stop()`` of the runner: its runs were handed over and each slot ran once."""
+        assert self.recovery_s is not None, self.summary()
+        assert self.slots > 0, self.summary()
+        assert self.clean, self.summary()
+
+    def assert_guarded_commits_nothing(self) -> None:
+        """A fenced handler paused past its lease: nothing committed after it resumed."""
+        assert self.recovery_s is not None, self.summary()
+        assert self.fenced_commits_by_stale == [], self.summary()
+        assert self.zombies == [], self.summary()
+        assert self.duplicates == {}, self.summary()
+        assert self.lost == [], self.summary()
+        assert self.missed == [], self.summary()
+        assert self.unfinished == [], self.summary()
+
+    def assert_naive_write_refused(self) -> None:
+        """A handler that never asks ``still_owner()``, paused past its lease: the fence refused it."""
+        assert self.recovery_s is not None, self.summary()
+        assert self.refused_writes >= 1, self.summary()
+        assert self.fenced_commits_by_stale == [], self.summary()
+        assert self.zombies == [], self.summary()
+        assert self.duplicates == {}, self.summary()
+
     def summary(self) -> str:
         """One line with every count, for an assertion message or a report table."""
         recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.2f} s"
