@@ -18,6 +18,7 @@ it is built. Tests use unique job names, so a shared server needs no cleanup.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from anarchon.testing.fake_clock import FakeClock
@@ -48,31 +49,20 @@ __all__ = [
 ]
 
 
+_CONTRACTS = {
+    "BackendContract": "anarchon.testing.contracts.backend",
+    "FleetContract": "anarchon.testing.contracts.fleet",
+    "LeaseContract": "anarchon.testing.contracts.lease",
+    "LeaseModelContract": "anarchon.testing.contracts.lease_model",
+    "ScenarioContract": "anarchon.testing.contracts.scenarios",
+    "SyncFacadeContract": "anarchon.testing.contracts.sync",
+}
+"""The suites by name, and their modules."""
+
+
 def __getattr__(name: str) -> Any:
     # The contract suites need pytest; import them only when asked for, so the
     # fleet harness works without pytest installed.
-    if name == "BackendContract":
-        from anarchon.testing.contracts.backend import BackendContract
-
-        return BackendContract
-    if name == "FleetContract":
-        from anarchon.testing.contracts.fleet import FleetContract
-
-        return FleetContract
-    if name == "LeaseContract":
-        from anarchon.testing.contracts.lease import LeaseContract
-
-        return LeaseContract
-    if name == "LeaseModelContract":
-        from anarchon.testing.contracts.lease_model import LeaseModelContract
-
-        return LeaseModelContract
-    if name == "ScenarioContract":
-        from anarchon.testing.contracts.scenarios import ScenarioContract
-
-        return ScenarioContract
-    if name == "SyncFacadeContract":
-        from anarchon.testing.contracts.sync import SyncFacadeContract
-
-        return SyncFacadeContract
+    if name in _CONTRACTS:
+        return getattr(importlib.import_module(_CONTRACTS[name]), name)
     raise AttributeError(f"module 'anarchon.testing' has no attribute {name!r}")

@@ -92,7 +92,7 @@ MAX_SKIPPED = 4_000
 MAX_EXAMPLES = int(os.environ.get("ANARCHON_CRON_EXAMPLES", "1000"))
 """Sized so that this file runs in about 20 s on 2 cores (debug build; CI is near its 30 min).
 
-``ANARCHON_CRON_EXAMPLES=50000 uv run pytest tests/test_cron_differential.py``
+``ANARCHON_CRON_EXAMPLES=50000 uv run pytest packages/anarchon/tests/test_cron_differential.py``
 searches deeper (hypothesis also keeps its failing examples in ``.hypothesis/``).
 """
 
