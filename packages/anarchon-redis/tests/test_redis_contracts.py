@@ -24,8 +24,8 @@ from anarchon.testing import (
     FleetContract,
     LeaseContract,
     LeaseModelContract,
-    ScenarioContract,
 )
+from anarchon.testing.contracts.scenarios import ScenarioContract
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
 from anarchon_testservers.redis import Cluster, Server

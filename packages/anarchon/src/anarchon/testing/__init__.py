@@ -22,14 +22,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from anarchon.testing.fake_clock import FakeClock
-from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, FleetSpec, run_fleet, start_fleet
+from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, start_fleet
 
 if TYPE_CHECKING:
     from anarchon.testing.contracts.backend import BackendContract
     from anarchon.testing.contracts.fleet import FleetContract
     from anarchon.testing.contracts.lease import LeaseContract
     from anarchon.testing.contracts.lease_model import LeaseModelContract
-    from anarchon.testing.contracts.scenarios import ScenarioContract
     from anarchon.testing.contracts.sync import SyncFacadeContract
 
 __all__ = [
@@ -39,10 +38,8 @@ __all__ = [
     "FleetContract",
     "FleetResult",
     "FleetRun",
-    "FleetSpec",
     "LeaseContract",
     "LeaseModelContract",
-    "ScenarioContract",
     "SyncFacadeContract",
     "run_fleet",
     "start_fleet",
@@ -54,7 +51,6 @@ _CONTRACTS = {
     "FleetContract": "anarchon.testing.contracts.fleet",
     "LeaseContract": "anarchon.testing.contracts.lease",
     "LeaseModelContract": "anarchon.testing.contracts.lease_model",
-    "ScenarioContract": "anarchon.testing.contracts.scenarios",
     "SyncFacadeContract": "anarchon.testing.contracts.sync",
 }
 """The suites by name, and their modules."""
