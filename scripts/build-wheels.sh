@@ -4,7 +4,8 @@
 #   anarchon        one abi3 wheel (CPython >= 3.10) per Linux platform, cross-compiled
 #                   with maturin --zig (the `ziglang` wheel from PyPI is the C toolchain
 #                   and the glibc/musl it links against), plus its sdist;
-#   anarchon-sql, anarchon-redis, anarchon-nats (every other folder of packages/)
+#   anarchon-sql, anarchon-redis, anarchon-nats (every other folder of packages/ but
+#                   anarchon-testservers, the tests' servers, which is never published)
 #                   a py3-none-any wheel and an sdist each (uv build).
 #
 # Each Linux wheel of the core is then checked with `auditwheel show` (from PyPI): the
@@ -104,6 +105,7 @@ for name in "${wanted[@]}"; do
         for dir in packages/*/; do
             pkg=$(basename "$dir")
             [ "$pkg" = anarchon ] && continue
+            [ "$pkg" = anarchon-testservers ] && continue  # development only
             uv build --quiet --package "$pkg" --out-dir "$out"
         done
         continue

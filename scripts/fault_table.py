@@ -1,12 +1,12 @@
-"""Run every fault scenario of ``anarchon.testing.faults`` on every store; print a markdown table.
+"""Run every fault scenario of ``anarchon.testing.scenarios.faults`` on every store; print a markdown table.
 
     uv run --frozen python scripts/fault_table.py                 # the whole matrix (~15 min)
     uv run --frozen python scripts/fault_table.py --stores sqlite,nats --scenarios kill9
 
-Servers are started by the test fixture modules of the packages
-(``packages/*/tests/*_servers.py``): throw-away, on 127.0.0.1, on free
+Servers are started by the workspace's test servers
+(``anarchon_testservers``): throw-away, on 127.0.0.1, on free
 ports, removed at the end. Each row is one run of one scenario on one store;
-the counts are those of :class:`anarchon.testing.fault_report.FaultReport`
+the counts are those of :class:`anarchon.testing.scenarios.fault_report.FaultReport`
 (its docstring defines them). ``scripts/scenarios.py`` writes the table to
 docs/scenarios.md; docs/faults.md, "What we test" says how to read it. Rows that do not apply are left out and named below the table (no
 proxy in front of a file, no server to restart).
@@ -26,12 +26,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-_PACKAGES = Path(__file__).resolve().parents[1] / "packages"
-for _tests in ("anarchon-redis/tests", "anarchon-sql/tests", "anarchon-nats/tests"):
-    sys.path.insert(0, str(_PACKAGES / _tests))
-
-from anarchon.testing import faults  # noqa: E402
-from anarchon.testing.fault_report import FaultReport  # noqa: E402
+from anarchon.testing.scenarios import faults
+from anarchon.testing.scenarios.fault_report import FaultReport
 
 STORES = ("redis-lease", "redis-stream-id", "postgres", "sqlite", "nats")
 SCENARIOS = (
@@ -88,7 +84,7 @@ def _targets(stores: list[str]) -> Iterator[dict[str, Target]]:
     found: dict[str, Target] = {}
     with ExitStack() as stack:
         if any(s.startswith("redis") for s in stores):
-            from redis_servers import start_server
+            from anarchon_testservers.redis import start_server
 
             shared = start_server("redis")
             stack.callback(shared.stop)
@@ -104,7 +100,7 @@ def _targets(stores: list[str]) -> Iterator[dict[str, Target]]:
             found["redis-lease"] = Target(_redis_url(shared, "lease"), True, restarts)
             found["redis-stream-id"] = Target(_redis_url(shared, "stream-id"), True, {})
         if "postgres" in stores:
-            from sqltest_servers import start_postgres
+            from anarchon_testservers.postgres import start_postgres
 
             pg = start_postgres()
             stack.callback(pg.stop)
@@ -116,7 +112,7 @@ def _targets(stores: list[str]) -> Iterator[dict[str, Target]]:
         if "sqlite" in stores:
             found["sqlite"] = Target(lambda tmp: f"sqlite:///{tmp / 'store.db'}", False, {})
         if "nats" in stores:
-            from natstest_servers import start_server as start_nats
+            from anarchon_testservers.nats import start_server as start_nats
 
             nats, root = start_nats()
             stack.callback(shutil.rmtree, root, ignore_errors=True)

@@ -8,7 +8,7 @@
 # The packages come from this machine's Debian mirror, read from its apt configuration
 # (scripts/lib/debian-apt.sh); the lists go to a private folder. No service is started.
 # The test fixtures call this script when their cache lacks the server (see
-# tests/support/server_cache.py); Redis >= 8.6 is scripts/install-redis86.sh.
+# packages/anarchon-testservers/src/anarchon_testservers/cache.py); Redis >= 8.6 is scripts/install-redis86.sh.
 # Idempotent. Usage: REDIS_HOME=DIR bash scripts/install-redis.sh
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -5,19 +5,19 @@ SQLite is a file), then for each store runs the checks the test suite runs
 once, through ``anarchon.testing``:
 
 - ``dead_flows``: every established connection goes silently dead, new ones
-  work (``anarchon.testing.heal``); seconds from the fault to the next run;
+  work (``anarchon.testing.scenarios.heal``); seconds from the fault to the next run;
 - ``blackhole``: nothing forwarded on any connection for 3 s, then a heal;
   seconds from the heal to the next run. Slots lost: slots due from the
   fault on that are not stored ``ok`` (with ``overlap=False``, the slots
   that fell due during the outage are skipped once the store is back: one
   run, not a burst);
 - ``slow_finish``: two instances, one over a 1 s round trip, a job every 4 s
-  with ``overlap=False`` (``anarchon.testing.slow_link``), call timeout 3 s, run with the
+  with ``overlap=False`` (``anarchon.testing.scenarios.slow_link``), call timeout 3 s, run with the
   overlap re-check off (as a store without ``overlap_wait``) and on; slots
   lost and slots skipped as overlap;
 - ``stop``: ``stop()`` with the store down (a blackhole; SQLite: locked by
   another connection), stop_grace 1 s, call timeout 1 s
-  (``anarchon.testing.stop_bound``).
+  (``anarchon.testing.scenarios.stop_bound``).
 
 Run (``scripts/scenarios.py`` runs it as a part of the scenario tier)::
 
@@ -38,18 +38,13 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-_ROOT = Path(__file__).resolve().parents[1]
-for _tests in ("anarchon-redis/tests", "anarchon-sql/tests", "anarchon-nats/tests"):
-    sys.path.insert(0, str(_ROOT / "packages" / _tests))
-
-from anarchon import Backend, Scheduler  # noqa: E402
-from anarchon.testing.heal import check_heals  # noqa: E402
-from anarchon.testing.proxy import FaultProxy  # noqa: E402
-from anarchon.testing.slow_link import check_slow_finish  # noqa: E402
-from anarchon.testing.stop_bound import check_stop_bound  # noqa: E402
+from anarchon import Backend, Scheduler
+from anarchon.testing.scenarios.heal import check_heals
+from anarchon.testing.scenarios.proxy import FaultProxy
+from anarchon.testing.scenarios.slow_link import check_slow_finish
+from anarchon.testing.scenarios.stop_bound import check_stop_bound
 
 STORES = ("redis", "postgresql", "nats", "sqlite")
 FAULTS = ("dead_flows", "blackhole", "slow_finish", "stop")
@@ -68,21 +63,21 @@ class Servers:
         self.tmp = tempfile.mkdtemp(prefix="anarchon-faults-")
         self.cleanup.append(lambda: shutil.rmtree(self.tmp, ignore_errors=True))
         if "redis" in stores:
-            from redis_servers import start_server  # type: ignore[import-not-found,unused-ignore]
+            from anarchon_testservers.redis import start_server
 
             redis = start_server("redis")
             self.cleanup.append(redis.stop)
             self.ports["redis"] = int(redis.port)
             self.redis_password = redis.password
         if "postgresql" in stores:
-            from sqltest_servers import start_postgres  # type: ignore[import-not-found,unused-ignore]
+            from anarchon_testservers.postgres import start_postgres
 
             pg = start_postgres()
             self.cleanup.append(pg.stop)
             self.ports["postgresql"] = int(pg.port)
             self.pg_database = str(pg.database)
         if "nats" in stores:
-            from natstest_servers import start_server as start_nats  # type: ignore[import-not-found,unused-ignore]
+            from anarchon_testservers.nats import start_server as start_nats
 
             nats, root = start_nats()
             self.cleanup.append(lambda: shutil.rmtree(root, ignore_errors=True))

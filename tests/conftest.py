@@ -1,18 +1,11 @@
-"""Cross-package tests: the helpers in tests/support/ are importable by name; a Redis to run on."""
+"""Cross-package tests: a Redis to run on (tests/support/ is on pytest's pythonpath)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(_ROOT / "tests" / "support"))
-sys.path.insert(0, str(_ROOT / "packages" / "anarchon-redis" / "tests"))
-
-from redis_servers import Server, start_server  # type: ignore[import-not-found]  # noqa: E402
+from anarchon_testservers.redis import Server, start_server
 
 
 @pytest.fixture

@@ -12,10 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "fleet"))
-
 from fleet import Shape  # type: ignore[import-not-found,unused-ignore]
 from fleet_common import Tally, aligned_start, percentile  # type: ignore[import-not-found,unused-ignore]
 

@@ -10,14 +10,8 @@ without asserting any timing.
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "fleet"))
-
 from fleet_raw import reference  # type: ignore[import-not-found,unused-ignore]
 from fleet_stores import open_store  # type: ignore[import-not-found,unused-ignore]
 

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import importlib
-import sys
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_job_runs_inside_the_app_lifespan() -> None:
-    sys.path.insert(0, str(ROOT))
-    try:
-        example = importlib.import_module("examples.fastapi_app")
-    finally:
-        sys.path.remove(str(ROOT))
+def test_job_runs_inside_the_app_lifespan(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    example = importlib.import_module("examples.fastapi_app")
     with TestClient(example.app) as client:
         deadline = time.monotonic() + 10
         runs: list[dict[str, object]] = []

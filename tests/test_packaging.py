@@ -17,14 +17,11 @@ import venv
 from pathlib import Path
 
 import pytest
+import wheel_builds
+from anarchon_testservers.redis import Server
+from wheel_install import install_and_run
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
-
-import wheel_builds  # noqa: E402
-from redis_servers import Server  # type: ignore[import-not-found]  # noqa: E402
-from wheel_install import install_and_run  # noqa: E402
 
 VERSION = re.search(
     r'^\[workspace\.package\]\n(?:.*\n)*?version = "([^"]+)"',

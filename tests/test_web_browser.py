@@ -12,7 +12,6 @@ import asyncio
 import os
 import shutil
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from anarchon.memory import MemoryBackend
 from anarchon.registry import resolve_backend
 from anarchon.testing.fleet import Fleet, start_fleet
 from anarchon.web import BackendSource, create_app
+from anarchon_testservers.chromium import chromium_paths
 from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
@@ -33,10 +33,6 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 from starlette.applications import Starlette
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
-
-from chromium_browser import chromium_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOT = ROOT / "docs" / "img" / "status-page.png"

@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+import wheel_builds
+from anarchon_testservers.redis import Server
+from wheel_install import install_and_run
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "packages" / "anarchon-redis" / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-
-import wheel_builds  # noqa: E402
-from redis_servers import Server  # type: ignore[import-not-found]  # noqa: E402
-from wheel_install import install_and_run  # noqa: E402
 
 # Three cold cross builds take minutes on 2 cores: the scenario tier
 # (scripts/scenarios.py), not the gate; test_packaging.py installs the native

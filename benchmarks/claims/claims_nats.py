@@ -51,16 +51,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
-from pathlib import Path
 
 import nats
 import nats.aio.msg
 from anarchon.types import ClaimInput
 from anarchon_nats import NatsBackend
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages/anarchon-nats/tests"))
-
-from natstest_servers import (  # type: ignore[import-not-found,unused-ignore]
+from anarchon_testservers.nats import (
     find_nats_server,
     server_version,
     start_server,

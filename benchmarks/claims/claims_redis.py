@@ -45,12 +45,10 @@ import statistics
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # benchmarks/: _common
-sys.path.insert(
-    0, os.path.join(os.path.dirname(__file__), "..", "..", "packages", "anarchon-redis", "tests")
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
 
 from _common import redis_server_cpu, timed_sequential
 from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
@@ -58,7 +56,7 @@ from anarchon_redis import RedisBackend, ValkeyBackend, _lua
 from anarchon_redis._batch import CHUNK
 from anarchon_redis._lease import LeaseRuntime
 from anarchon_redis.backend import RedisBackendBase
-from redis_servers import start_server  # type: ignore[import-not-found]
+from anarchon_testservers.redis import start_server
 
 LEASE_MS = 30_000
 HISTORY_SIZE = 1000

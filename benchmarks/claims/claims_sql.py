@@ -29,7 +29,7 @@ calls vs batch members (PostgreSQL: statements + BEGIN/COMMIT of explicit
 transactions; SQLite: calls into aiosqlite's thread).
 
 Starts its own throw-away PostgreSQL (Debian's binaries, through
-``packages/anarchon-sql/tests/sqltest_servers.py``; fsync and
+``anarchon_testservers.postgres``; fsync and
 synchronous_commit ON, like the anchors in ``shared/notes/stores.md``) and uses
 a temp SQLite file (WAL, ``synchronous=full`` unless ``--synchronous``). Each
 claim is one sequential call on a new slot of one job (``overlap=True``,
@@ -71,12 +71,10 @@ import asyncio
 import os
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import aiosqlite
@@ -84,10 +82,7 @@ import psycopg
 from anarchon.backend import RunStore
 from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
 from anarchon_sql import PostgresBackend, SqlBackend, SqliteBackend
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages/anarchon-sql/tests"))
-
-from sqltest_servers import start_postgres  # type: ignore[import-not-found,unused-ignore]
+from anarchon_testservers.postgres import start_postgres
 
 LEASE_MS = 60_000
 MAX_ATTEMPTS = 3

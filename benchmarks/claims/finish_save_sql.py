@@ -16,20 +16,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "packages" / "anarchon-sql" / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-
-from anarchon.backend import Backend  # noqa: E402
-from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult  # noqa: E402
-from anarchon_sql import PostgresBackend, SqliteBackend  # noqa: E402
-from sqltest_servers import start_postgres  # type: ignore[import-not-found]  # noqa: E402
+from anarchon.backend import Backend
+from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
+from anarchon_sql import PostgresBackend, SqliteBackend
+from anarchon_testservers.postgres import start_postgres
 
 CHUNK = 500
 

@@ -2,7 +2,7 @@
 
     uv run --frozen --no-sync python benchmarks/claims/redis_claim_steps.py [--rounds 12] [--kind redis]
 
-Starts a throw-away server (``redis_servers.start_server``) and loads the
+Starts a throw-away server (``anarchon_testservers.redis.start_server``) and loads the
 lease claim script as the backend has it, plus variants of its source that
 stop at one step: right after the ``HMGET``, right before the ``HSET``, with
 the state's JSON built but no ``HSET``, and with an ``HSET`` of constant
@@ -19,22 +19,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import sys
 from typing import Any
-
-sys.path.insert(
-    0, os.path.join(os.path.dirname(__file__), "..", "..", "packages", "anarchon-redis", "tests")
-)
 
 import redis.asyncio as aio
 from anarchon.types import RunClaim
 from anarchon_redis import RedisBackend, ValkeyBackend, _lua
 from anarchon_redis._batch import CHUNK
 from anarchon_redis._lease import LeaseRuntime
+from anarchon_testservers.redis import start_server
 from claims_redis import claim_call  # type: ignore[import-not-found,unused-ignore]
-from redis_servers import start_server  # type: ignore[import-not-found]
 
 BASE_SLOT = 1_700_000_000_000
 

@@ -3,7 +3,7 @@
     uv run --frozen --no-sync python benchmarks/claims/redis_job_slot.py [--jobs 2000] [--rounds 4]
                                                 [--instances 1] [--kind redis] [--two-step]
 
-Starts a throw-away server (``redis_servers.start_server``), prepares
+Starts a throw-away server (``anarchon_testservers.redis.start_server``), prepares
 ``--jobs`` jobs, then for each round claims one new slot of every job in one
 ``runs.claim_many`` (the winning instance), claims it again from
 ``--instances - 1`` other instances (each answered ``running``: what a
@@ -22,23 +22,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # benchmarks/: _common
-sys.path.insert(
-    0, os.path.join(os.path.dirname(__file__), "..", "..", "packages", "anarchon-redis", "tests")
-)
-
 import redis.asyncio as aio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
+
 from _common import ok_ends, redis_server_cpu
 from anarchon.types import RunClaim, RunFinish
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
-from redis_servers import start_server  # type: ignore[import-not-found]
+from anarchon_testservers.redis import start_server
 
 BASE_SLOT = 1_700_000_000_000
 LEASE_MS = 60_000

@@ -57,11 +57,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# benchmarks/: _common and fleet_stores
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import fleet_counting
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common
+
 from _common import ratio
 from fleet_common import Tally, aligned_start, read_plan, window_slots, write_result
 from fleet_raw import Side, reference, store_side_batch_ops

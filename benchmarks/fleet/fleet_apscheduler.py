@@ -27,9 +27,6 @@ import logging
 import sys
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import anyio
 from apscheduler import AsyncScheduler, ConflictPolicy, current_job

@@ -29,10 +29,7 @@ import asyncio
 import logging
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fleet_counting
 from fleet_common import Sampler, read_plan, signal_ready, signal_stopped, wall_ms, write_result

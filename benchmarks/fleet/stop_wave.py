@@ -13,16 +13,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "packages" / "anarchon-sql" / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-
-from anarchon import RunContext, Scheduler  # noqa: E402
-from sqltest_servers import start_postgres  # type: ignore[import-not-found]  # noqa: E402
+from anarchon import RunContext, Scheduler
+from anarchon_testservers.postgres import start_postgres
 
 
 async def main() -> None:

@@ -12,6 +12,10 @@ build           command                                       tier
 ``dist``        ``uv build --all-packages`` (sdist → wheel)   the gate
 ``wheelhouse``  ``scripts/build-wheels.sh`` (every platform)  scenarios (cross builds)
 ==============  ============================================  =====================
+
+``uv build --all-packages`` also builds the workspace's development-only member
+(:data:`DEV_ONLY`, the tests' servers); its files are removed, so a build holds
+what a release publishes.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ import pytest
 from fast_build import build_env
 
 ROOT = Path(__file__).resolve().parents[2]
+
+DEV_ONLY = ("anarchon_testservers",)
+"""Workspace members that are never published (their distribution names' stems)."""
 
 BUILDS: dict[str, list[str]] = {
     # name -> the command; the output folder is appended
@@ -59,4 +66,7 @@ def build(tmp_path_factory: pytest.TempPathFactory, name: str, timeout_s: float)
             output = log.read()
             shutil.rmtree(out, ignore_errors=True)
             pytest.fail(f"the {name} build failed:\n{output[-8000:]}", pytrace=False)
+    for built in out.iterdir():
+        if built.name.startswith(tuple(f"{stem}-" for stem in DEV_ONLY)):
+            built.unlink()
     return out

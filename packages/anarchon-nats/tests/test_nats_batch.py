@@ -21,9 +21,9 @@ from anarchon.errors import BackendUnavailableError
 from anarchon.types import ClaimInput, ResultWrite, StoredResult
 from anarchon_nats import NatsBackend
 from anarchon_nats.backend import BATCH_CHUNK
+from anarchon_testservers.nats import start_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from natstest_servers import start_server
 
 T = TypeVar("T")
 

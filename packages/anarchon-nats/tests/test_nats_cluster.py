@@ -24,7 +24,7 @@ from anarchon.errors import BackendUnavailableError
 from anarchon.testing import BackendContract
 from anarchon.types import ClaimInput, JobLimits
 from anarchon_nats import NatsBackend
-from natstest_servers import NatsCluster, start_cluster
+from anarchon_testservers.nats import NatsCluster, start_cluster
 
 T = TypeVar("T")
 

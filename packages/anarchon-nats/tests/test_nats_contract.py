@@ -1,12 +1,30 @@
-"""``NatsBackend`` passes the backend contract suite on a real nats-server."""
+"""``NatsBackend`` passes the backend contract suite on a real nats-server, and the shipped scenarios.
+
+NATS claims each slot exactly once and has no leases (docs/leases.md): nothing
+takes a crashed instance's run over, so a ``kill -9`` loses the run it was
+executing, as documented; everything else stays clean.
+"""
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+
 import pytest
+from anarchon import Scheduler
 from anarchon.backend import Backend
 from anarchon.registry import resolve_backend
 from anarchon.testing import BackendContract, FleetContract
+from anarchon.testing.contracts.scenarios import (
+    ClaimOnlyFaultScenarios,
+    ControlScenarios,
+    HealScenarios,
+    OneOffScenarios,
+    StopBoundScenarios,
+)
 from anarchon_nats import NatsBackend
+from anarchon_nats.backend import RECONNECT_AFTER_TIMEOUTS
+from anarchon_testservers.nats import NatsServer
 
 
 class TestNatsBackend(BackendContract, FleetContract):
@@ -38,3 +56,46 @@ class TestNatsBackendFromUrl(TestNatsBackend):
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
         return [resolve_backend(self.url_with_options) for _ in range(count)]
+
+
+_NATS = pytest.param("nats", marks=pytest.mark.scenario)
+
+
+class TestNatsScenarios(
+    OneOffScenarios, ControlScenarios, ClaimOnlyFaultScenarios, HealScenarios, StopBoundScenarios
+):
+    """The shipped scenarios that apply to a claim-only store, on one nats-server."""
+
+    one_off_stores = (_NATS,)
+    control_stores = (_NATS,)
+    claim_only_stores = ("nats",)
+    heal_stores = ("nats",)
+    stop_bound_stores = ("nats",)
+    # the backend forces a reconnect after a few requests in a row time out
+    heal_call_timeout_s = 1.0 * RECONNECT_AFTER_TIMEOUTS
+    heal_reconnects = True
+
+    def scenario_url(
+        self, request: pytest.FixtureRequest, store: str, tmp_path: Path, tag: str
+    ) -> str:
+        unique = uuid.uuid4().hex[:6]
+        url = request.getfixturevalue("nats_url")
+        return f"{url}?stream={tag.upper()}{unique.upper()}&prefix={tag}{unique}."
+
+    def store_address(self, request: pytest.FixtureRequest, store: str) -> tuple[str, int]:
+        server: NatsServer = request.getfixturevalue("nats_server")
+        return "127.0.0.1", server.port
+
+    def proxied_backend(self, request: pytest.FixtureRequest, store: str, port: int) -> Backend:
+        return NatsBackend(
+            f"nats://127.0.0.1:{port}",
+            stream=request.getfixturevalue("stream"),
+            prefix=request.getfixturevalue("prefix"),
+            request_timeout=1.0,
+        )
+
+    def stop_bound_scheduler(
+        self, request: pytest.FixtureRequest, store: str, port: int
+    ) -> Scheduler:
+        backend = self.proxied_backend(request, store, port)
+        return Scheduler(backend, instance_id="stopper", stop_grace="1s")

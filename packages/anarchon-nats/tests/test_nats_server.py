@@ -24,8 +24,8 @@ from anarchon.registry import resolve_backend
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, StoredResult
 from anarchon_nats import NatsBackend
 from anarchon_nats._config import claims_needed
+from anarchon_testservers.nats import NatsServer, find_nats_server, free_port, start_server
 from nats.aio.client import Client
-from natstest_servers import NatsServer, find_nats_server, free_port, start_server
 
 T = TypeVar("T")
 

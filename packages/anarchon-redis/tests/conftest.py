@@ -2,22 +2,17 @@
 
 One server of each kind per session, started on 127.0.0.1 and a free port.
 The binaries are provisioned into a cache outside the clone
-(``tests/support/server_cache.py``); one that cannot be provisioned fails the
+(``anarchon_testservers.cache``); one that cannot be provisioned fails the
 tests loudly; they are never skipped.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import uuid
 from collections.abc import Iterator
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-
-from redis_servers import Cluster, Server, start_cluster, start_server
+from anarchon_testservers.redis import Cluster, Server, start_cluster, start_server
 
 
 def _start(kind: str) -> Server:

@@ -34,7 +34,7 @@ from anarchon_redis import Lease, RedisBackend, StreamId, ValkeyBackend
 from anarchon_redis._client import text
 from anarchon_redis._lua import LEASE_SCRIPTS, STREAM_ID_SCRIPTS
 from anarchon_redis.backend import RedisBackendBase
-from redis_servers import Server, free_port, start_server
+from anarchon_testservers.redis import Server, free_port, start_server
 
 T = TypeVar("T")
 

@@ -30,7 +30,7 @@ from anarchon.types import (
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis._batch import CHUNK
 from anarchon_redis.backend import RedisBackendBase
-from redis_servers import Cluster, Server
+from anarchon_testservers.redis import Cluster, Server
 
 T = TypeVar("T")
 

@@ -22,6 +22,7 @@ import redis.asyncio
 from anarchon.types import ClaimInput, RunClaim, StoredResult
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
+from anarchon_testservers.redis import Cluster, Server
 from glide import (
     GlideClient,
     GlideClientConfiguration,
@@ -29,7 +30,6 @@ from glide import (
     GlideClusterClientConfiguration,
     NodeAddress,
 )
-from redis_servers import Cluster, Server
 
 
 class RawCommandClient:

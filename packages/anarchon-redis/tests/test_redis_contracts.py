@@ -1,5 +1,8 @@
 """Every strategy passes ``BackendContract`` and ``FleetContract`` where it runs; ``lease`` passes ``LeaseContract``.
 
+The shipped scenarios (``ScenarioContract``) run on redis-server: ``lease`` and
+``stream-id`` where both apply, ``stream-id`` for the claim-only ``kill -9``.
+
 ``lease``, ``stream-id`` and ``script`` on Redis 7 and Valkey; ``idmp`` on Redis 8.6.
 
 Real servers (``conftest.py``); every test gets a fresh backend on a fresh key
@@ -9,10 +12,12 @@ prefix, with its own client opened in the test's event loop.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio
+from anarchon import Scheduler
 from anarchon.backend import Backend
 from anarchon.testing import (
     BackendContract,
@@ -20,9 +25,10 @@ from anarchon.testing import (
     LeaseContract,
     LeaseModelContract,
 )
+from anarchon.testing.contracts.scenarios import ScenarioContract
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
-from redis_servers import Cluster, Server
+from anarchon_testservers.redis import Cluster, Server
 
 
 def _backend(server: Server, strategy: str, prefix: str) -> RedisBackendBase:
@@ -132,3 +138,60 @@ class TestClusterScript(_ClusterBase):
     """Redis Cluster, ``script``: the backend suite."""
 
     strategy = "script"
+
+
+_SCENARIO = pytest.mark.scenario
+
+
+class TestRedisScenarios(ScenarioContract):
+    """The shipped scenarios on redis-server; a store is a strategy (or the server itself)."""
+
+    one_off_stores = (
+        pytest.param("lease", marks=_SCENARIO),
+        pytest.param("stream-id", marks=_SCENARIO),
+    )
+    retry_kill9_stores = ("lease",)
+    control_stores = one_off_stores
+    takeover_stores = ("lease",)
+    handover_stores = ("lease",)
+    sigstop_stores = ("lease",)
+    claim_only_stores = ("stream-id",)
+    heal_stores = ("redis",)
+    stop_bound_stores = ("redis",)
+    clock_step_stores = ("redis",)
+
+    def _server(self, request: pytest.FixtureRequest) -> Server:
+        server: Server = request.getfixturevalue("redis_server")
+        return server
+
+    def _auth(self, request: pytest.FixtureRequest) -> str:
+        password = self._server(request).password
+        return f":{password}@" if password else ""
+
+    def scenario_url(
+        self, request: pytest.FixtureRequest, store: str, tmp_path: Path, tag: str
+    ) -> str:
+        server = self._server(request)
+        return f"{server.url}?strategy={store}&prefix={tag}{uuid.uuid4().hex[:6]}:"
+
+    def store_address(self, request: pytest.FixtureRequest, store: str) -> tuple[str, int]:
+        return "127.0.0.1", self._server(request).port
+
+    def proxied_backend(self, request: pytest.FixtureRequest, store: str, port: int) -> Backend:
+        timeout = self.heal_call_timeout_s
+        auth = self._auth(request)
+        return RedisBackend(f"redis://{auth}127.0.0.1:{port}/0?socket_timeout={timeout}")
+
+    def stop_bound_scheduler(
+        self, request: pytest.FixtureRequest, store: str, port: int
+    ) -> Scheduler:
+        return Scheduler(
+            f"redis://{self._auth(request)}127.0.0.1:{port}/0?socket_timeout=1",
+            instance_id="stopper",
+            lease="3s",
+            heartbeat="1s",
+            stop_grace="1s",
+        )
+
+    def clock_step_backend(self, request: pytest.FixtureRequest, store: str) -> Backend:
+        return RedisBackend(self._server(request).url, prefix=request.getfixturevalue("prefix"))

@@ -37,7 +37,7 @@ from anarchon.types import ClaimInput, RunClaim
 from anarchon_redis import Idmp, Lease, RedisBackend, Script, StreamId, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
 from anarchon_redis.strategies import UnknownSettingError
-from redis_servers import Server, free_port, start_server
+from anarchon_testservers.redis import Server, free_port, start_server
 
 T = TypeVar("T")
 

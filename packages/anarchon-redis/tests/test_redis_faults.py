@@ -1,18 +1,20 @@
-"""``anarchon.testing.FaultProxy`` between a client and a real Redis: every mode does what it says."""
+"""``anarchon.testing.FaultProxy`` between a client and a real Redis: every mode does what it says.
+
+(The fault scenarios, ``LeaseFaultScenarios`` and ``ClaimOnlyFaultScenarios``, run in
+test_redis_contracts.py.)
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis.asyncio
 from anarchon.errors import InvalidConfigError
-from anarchon.testing import faults
-from anarchon.testing.proxy import FaultProxy
-from redis_servers import Server
+from anarchon.testing.scenarios.proxy import FaultProxy
+from anarchon_testservers.redis import Server
 
 
 @pytest.fixture
@@ -95,81 +97,3 @@ def test_bad_mode_is_refused(proxy: FaultProxy) -> None:
     with pytest.raises(InvalidConfigError) as caught:
         proxy.set_mode("cut")
     assert caught.value.code == "ANARCHON_INVALID_CONFIG"
-
-
-# Fault scenarios (anarchon.testing.faults): real processes, honest counts ----------------------
-
-
-@pytest.mark.slow
-def test_kill9_takeover_lease(redis_server: Server, tmp_path: Path) -> None:
-    """Redis ``lease``: the other instance takes over as attempt 2; nothing else goes wrong."""
-    report = faults.kill9_takeover(f"{redis_server.url}?strategy=lease", tmp_path=tmp_path)
-    print(report.summary())
-    assert report.slots > 0
-    # A kill -9 between a run's finish and its history write loses that record (an open
-    # gap, docs/operations.md "What we test"): allowed, counted, nothing else is.
-    assert report.clean_but_cut_results, report.summary()
-    assert report.recovery_s is not None, report.summary()
-    other = "w1" if report.victim == "w0" else "w0"
-    assert report.fault_history == [
-        (1, report.victim, "interrupted", "lease_lost"),
-        (2, other, "ok", None),
-    ], report.summary()
-
-
-def test_handover_on_stop_lease(redis_server: Server, tmp_path: Path) -> None:
-    """Redis ``lease``: ``stop()`` of the runner of 3 s handlers hands them over, run once each."""
-    report = faults.handover_on_stop(
-        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, after_s=6.0
-    )
-    print(report.summary())
-    assert report.recovery_s is not None, report.summary()
-    assert report.slots > 0, report.summary()
-    assert report.clean, report.summary()
-
-
-@pytest.mark.scenario
-def test_kill9_stream_id_loses_the_running_slot_only(redis_server: Server, tmp_path: Path) -> None:
-    """Redis ``stream-id`` (claims, no leases): the killed run is lost, as documented; no more."""
-    report = faults.kill9_takeover(
-        f"{redis_server.url}?strategy=stream-id", tmp_path=tmp_path, after_s=4.0
-    )
-    print(report.summary())
-    assert report.slots > 0, report.summary()
-    assert report.recovery_s is None, "a claim-only strategy took a run over"
-    assert report.fault_slot in report.unfinished, report.summary()
-    assert len(report.unfinished) <= 2, report.summary()  # the victim's running slots
-    assert report.duplicates == {}, report.summary()
-    assert report.overlaps == [], report.summary()
-    assert report.lost == [], report.summary()
-    assert report.missed == [], report.summary()
-
-
-@pytest.mark.scenario
-def test_sigstop_zombie_guarded_commits_nothing(redis_server: Server, tmp_path: Path) -> None:
-    """The fenced example of docs/leases.md, paused past its lease: nothing committed after SIGCONT."""
-    report = faults.sigstop_past_lease(
-        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, handler="guarded", after_s=3.0
-    )
-    print(report.summary())
-    assert report.recovery_s is not None, report.summary()
-    assert report.fenced_commits_by_stale == [], report.summary()
-    assert report.zombies == [], report.summary()
-    assert report.duplicates == {}, report.summary()
-    assert report.lost == [], report.summary()
-    assert report.missed == [], report.summary()
-    assert report.unfinished == [], report.summary()
-
-
-@pytest.mark.scenario
-def test_sigstop_zombie_naive_write_is_refused(redis_server: Server, tmp_path: Path) -> None:
-    """A sync handler that never asks ``still_owner()``: its late write is refused by the fence."""
-    report = faults.sigstop_past_lease(
-        f"{redis_server.url}?strategy=lease", tmp_path=tmp_path, handler="naive", after_s=3.0
-    )
-    print(report.summary())
-    assert report.recovery_s is not None, report.summary()
-    assert report.refused_writes >= 1, report.summary()
-    assert report.fenced_commits_by_stale == [], report.summary()
-    assert report.zombies == [], report.summary()
-    assert report.duplicates == {}, report.summary()

@@ -1,24 +1,11 @@
-"""Two OS processes on Redis (lease and stream-id), steered by the CLI (anarchon.testing.control_scenario)."""
+"""Job controls stored by older versions still load on Redis.
+
+(The two-process CLI scenario, ``ControlScenarios``, runs in test_redis_contracts.py.)
+"""
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
-
 import pytest
-from anarchon.testing.control_scenario import run_control_scenario
-from redis_servers import Server
-
-
-@pytest.mark.scenario
-@pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["lease", "stream-id"])
-def test_redis_two_processes_status_pause_resume_skip_drift(
-    redis_server: Server, tmp_path: Path, strategy: str
-) -> None:
-    sep = "&" if "?" in redis_server.url else "?"
-    url = f"{redis_server.url}{sep}strategy={strategy}&prefix=ctl{uuid.uuid4().hex[:6]}:"
-    run_control_scenario(url, tmp_path)
 
 
 def test_a_control_stored_before_paused_at_and_resumed_at_still_loads() -> None:

@@ -19,7 +19,7 @@ import redis.asyncio
 from anarchon import RunContext, Scheduler
 from anarchon.types import ClaimInput, ResultWrite, StoredResult
 from anarchon_redis import RedisBackend
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 JOBS = 2000
 POOL = 4

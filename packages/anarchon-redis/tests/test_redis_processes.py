@@ -10,7 +10,7 @@
   the outage once, and it resumes on its own.
 
 The ``kill -9`` takeover is the shipped scenario
-``anarchon.testing.faults.kill9_takeover`` (test_redis_faults.py).
+``anarchon.testing.scenarios.faults.kill9_takeover`` (test_redis_faults.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from anarchon.testing.fleet import Fleet, read_history, run_fleet, start_fleet
-from redis_servers import Server, start_server
+from anarchon_testservers.redis import Server, start_server
 
 PERIOD_MS = 200
 

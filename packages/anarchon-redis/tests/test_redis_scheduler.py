@@ -11,7 +11,7 @@ import uuid
 from anarchon import RunContext, Scheduler
 from anarchon.types import RunClaim, StoredResult
 from anarchon_redis import RedisBackend, ValkeyBackend
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 
 def test_graceful_stop_hands_over_to_a_backup(server: Server) -> None:

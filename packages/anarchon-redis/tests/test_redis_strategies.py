@@ -24,7 +24,7 @@ from anarchon.types import ClaimInput, StoredResult
 from anarchon_redis import Idmp, RedisBackend, Script, StreamId, ValkeyBackend
 from anarchon_redis._client import text
 from anarchon_redis.backend import RedisBackendBase
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 T = TypeVar("T")
 

@@ -8,7 +8,7 @@ import pytest
 from anarchon.backend import Backend
 from anarchon.testing import SyncFacadeContract
 from anarchon_redis import RedisBackend
-from redis_servers import Server
+from anarchon_testservers.redis import Server
 
 
 class TestRedisSync(SyncFacadeContract):

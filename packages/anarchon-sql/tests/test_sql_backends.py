@@ -33,8 +33,8 @@ from anarchon_sql import (
 )
 from anarchon_sql.dialect import convert_placeholders
 from anarchon_sql.postgres import PsycopgClient
+from anarchon_testservers.postgres import free_port
 from psycopg_pool import AsyncConnectionPool
-from sqltest_servers import free_port
 
 T = TypeVar("T")
 Factory = Callable[[str], SqlBackend]

@@ -1,15 +1,24 @@
-"""The contract suites (fleet registry included) against PostgreSQL, SQLite and the example subclass (extension path)."""
+"""The contract suites (fleet registry included) against PostgreSQL, SQLite and the example subclass (extension path).
+
+The shipped scenarios (``ScenarioContract``) run on PostgreSQL and SQLite; SQLite
+(a file, no server) is locked instead of blackholed when ``stop()`` is timed.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
 import os
+import sqlite3
 import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from anarchon import Scheduler
 from anarchon.backend import Backend
 from anarchon.testing import (
     BackendContract,
@@ -17,7 +26,17 @@ from anarchon.testing import (
     LeaseContract,
     LeaseModelContract,
 )
+from anarchon.testing.contracts.scenarios import (
+    ClockStepScenarios,
+    ControlScenarios,
+    HealScenarios,
+    LeaseFaultScenarios,
+    OneOffScenarios,
+    RetryKill9Scenarios,
+    StopBoundScenarios,
+)
 from anarchon_sql import PostgresBackend, SqliteBackend
+from anarchon_testservers.postgres import PgServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "threaded_sqlite.py"
 
@@ -128,3 +147,83 @@ class TestSqliteModel(LeaseModelContract):
     @pytest.fixture
     def backend(self, sqlite_path: str) -> Backend:
         return SqliteBackend.from_url(f"sqlite:///{sqlite_path}")
+
+
+_POSTGRES = pytest.param("postgres", marks=pytest.mark.scenario)
+
+
+def _lease_scheduler(url: str) -> Scheduler:
+    return Scheduler(url, instance_id="stopper", lease="3s", heartbeat="1s", stop_grace="1s")
+
+
+class TestSqlScenarios(
+    OneOffScenarios,
+    RetryKill9Scenarios,
+    ControlScenarios,
+    LeaseFaultScenarios,
+    HealScenarios,
+    StopBoundScenarios,
+    ClockStepScenarios,
+):
+    """The shipped scenarios on PostgreSQL (a server) and SQLite (two processes on one file)."""
+
+    one_off_stores = (_POSTGRES, "sqlite")
+    retry_kill9_stores = (_POSTGRES, "sqlite")
+    control_stores = ("sqlite", _POSTGRES)
+    takeover_stores = ("postgres", "sqlite")
+    kill9_after_s: ClassVar[dict[str, float]] = {"sqlite": 4.0}
+    handover_stores = ("sqlite", "postgres")
+    sigstop_stores = ("postgres",)
+    heal_stores = ("postgres",)
+    stop_bound_stores = ("postgres", "sqlite")
+    clock_step_stores = ("postgres",)
+
+    def _server(self, request: pytest.FixtureRequest) -> PgServer:
+        server: PgServer = request.getfixturevalue("pg_server")
+        return server
+
+    def scenario_url(
+        self, request: pytest.FixtureRequest, store: str, tmp_path: Path, tag: str
+    ) -> str:
+        if store == "sqlite":
+            return f"sqlite:///{tmp_path / f'{tag}.db'}"
+        return f"{self._server(request).dsn}?table_prefix={tag}{uuid.uuid4().hex[:6]}_"
+
+    def store_address(self, request: pytest.FixtureRequest, store: str) -> tuple[str, int]:
+        return "127.0.0.1", self._server(request).port
+
+    def _proxied_dsn(self, request: pytest.FixtureRequest, port: int) -> str:
+        return f"postgresql://postgres@127.0.0.1:{port}/{self._server(request).database}"
+
+    def proxied_backend(self, request: pytest.FixtureRequest, store: str, port: int) -> Backend:
+        dsn = self._proxied_dsn(request, port)
+        return PostgresBackend(f"{dsn}?call_timeout={self.heal_call_timeout_s}&pool_size=2")
+
+    def stop_bound_scheduler(
+        self, request: pytest.FixtureRequest, store: str, port: int
+    ) -> Scheduler:
+        return _lease_scheduler(f"{self._proxied_dsn(request, port)}?table_prefix=stopbound_")
+
+    @contextmanager
+    def stop_bound_case(
+        self, request: pytest.FixtureRequest, store: str
+    ) -> Iterator[tuple[Scheduler, Callable[[], None]]]:
+        """SQLite: another connection holds an exclusive transaction (every other one waits)."""
+        if store != "sqlite":
+            with super().stop_bound_case(request, store) as case:
+                yield case
+            return
+        path = request.getfixturevalue("sqlite_path")
+        locker = sqlite3.connect(path, isolation_level=None, timeout=0.1)
+
+        def lock() -> None:
+            locker.execute("BEGIN EXCLUSIVE")
+
+        try:
+            yield _lease_scheduler(f"sqlite:///{path}"), lock
+        finally:
+            locker.close()
+
+    def clock_step_backend(self, request: pytest.FixtureRequest, store: str) -> Backend:
+        dsn = self._server(request).dsn
+        return PostgresBackend(dsn, table_prefix=request.getfixturevalue("prefix"))

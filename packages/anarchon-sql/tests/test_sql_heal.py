@@ -1,12 +1,9 @@
-"""Connections that heal on PostgreSQL (issue 18), through ``anarchon.testing.proxy.FaultProxy``.
+"""Connections that heal on PostgreSQL: the call timeout frees a dead connection.
 
-- Established flows die silently while new ones work: a call on a dead flow
-  hits the backend's call timeout, its connection is shut down and dropped
-  from the pool, and the scheduler's retry runs on a fresh connection.
-- A blackhole (nothing forwarded on old or new connections), then a heal.
-
-Either way the next slot runs within one heartbeat plus one call timeout of
-the store being reachable again, and runs that finished meanwhile are stored.
+A call on a dead flow hits the backend's call timeout, its connection is shut
+down and dropped from the pool, and the next call runs on a fresh connection.
+The heal scenarios themselves (dead flows, a blackhole: ``HealScenarios``) run
+in test_sql_contracts.py.
 """
 
 from __future__ import annotations
@@ -15,13 +12,11 @@ import asyncio
 import time
 
 import pytest
-from anarchon import Backend
 from anarchon.errors import BackendUnavailableError
-from anarchon.testing.heal import check_heals
-from anarchon.testing.proxy import FaultProxy
+from anarchon.testing.scenarios.proxy import FaultProxy
 from anarchon_sql import PostgresBackend
 from anarchon_sql.pg_deadline import LIBPQ_DEFAULTS, with_libpq_defaults
-from sqltest_servers import PgServer
+from anarchon_testservers.postgres import PgServer
 
 CALL_TIMEOUT_S = 1.5
 
@@ -31,22 +26,6 @@ def _dsn(server: PgServer, port: int) -> str:
         f"postgresql://postgres@127.0.0.1:{port}/{server.database}"
         f"?call_timeout={CALL_TIMEOUT_S}&pool_size=2"
     )
-
-
-@pytest.mark.scenario
-@pytest.mark.parametrize("fault", ["dead_flows", "blackhole"])
-def test_connections_heal(pg_server: PgServer, fault: str) -> None:
-    def make(port: int) -> Backend:
-        return PostgresBackend(_dsn(pg_server, port))
-
-    async def main(proxy: FaultProxy) -> None:
-        result = await check_heals(
-            make, proxy, fault=fault, heartbeat_s=1.0, call_timeout_s=CALL_TIMEOUT_S
-        )
-        print(f"postgresql {fault}: healed in {result.recovered_s:.2f} s, {result.slots_lost} lost")
-
-    with FaultProxy("127.0.0.1", pg_server.port) as proxy:
-        asyncio.run(main(proxy))
 
 
 def test_a_call_on_a_dead_connection_times_out_and_frees_its_connection(

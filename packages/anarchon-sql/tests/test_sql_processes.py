@@ -1,6 +1,6 @@
 """Separate OS processes on one store: exactly once per slot (``anarchon.testing.fleet``).
 
-The ``kill -9`` takeover is the shipped scenario ``anarchon.testing.faults.kill9_takeover``
+The ``kill -9`` takeover is the shipped scenario ``anarchon.testing.scenarios.faults.kill9_takeover``
 (test_sql_faults.py).
 """
 

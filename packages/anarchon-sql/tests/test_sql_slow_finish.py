@@ -1,7 +1,7 @@
-"""A run ends when its handler ends (issue 18): a 1 s round-trip link under ``overlap=False``.
+"""A run ends when its handler ends: a 1 s round-trip link under ``overlap=False``.
 
 Two schedulers share a job every 4 s on PostgreSQL; one reaches the server
-over a 1 s round trip (``anarchon.testing.slow_link``). Its finishes land
+over a 1 s round trip (``anarchon.testing.scenarios.slow_link``). Its finishes land
 after the other instance's claim of the next slot; that claim is answered
 ``overlap`` with nothing written and re-checked until the finish lands, so no
 slot is skipped because of a slow finish, and none runs twice.
@@ -13,9 +13,9 @@ import asyncio
 
 import pytest
 from anarchon import Backend
-from anarchon.testing.slow_link import check_slow_finish
+from anarchon.testing.scenarios.slow_link import check_slow_finish
 from anarchon_sql import PostgresBackend
-from sqltest_servers import PgServer
+from anarchon_testservers.postgres import PgServer
 
 # Its point is timing or an injected fault: the scenario tier (docs/development.md).
 pytestmark = pytest.mark.scenario

@@ -12,7 +12,7 @@ from anarchon.backend import RunStore
 from anarchon.batching import per_item
 from anarchon.memory import MemoryRunStore
 from anarchon.testing import BackendContract, LeaseContract
-from anarchon.testing._batch import (
+from anarchon.testing.contracts._batch import (
     LEASE_KINDS,
     Scenario,
     check_lease_batches,

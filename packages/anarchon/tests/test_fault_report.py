@@ -1,4 +1,4 @@
-"""The counts of ``anarchon.testing.fault_report`` on records written by hand, and the fence itself.
+"""The counts of ``anarchon.testing.scenarios.fault_report`` on records written by hand, and the fence itself.
 
 The scenarios (real processes) are run in each backend's test_*_faults.py; this
 checks that the counting tells a zombie from a duplicate, and that the fenced
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from anarchon.testing import fenced_effects
-from anarchon.testing.fault_report import FaultReport, build_report
+from anarchon.testing.scenarios import fenced_effects
+from anarchon.testing.scenarios.fault_report import FaultReport, build_report
 
 SLOT = 1_000_000
 

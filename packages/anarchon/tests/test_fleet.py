@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from anarchon.testing import FleetResult, FleetRun, run_fleet
-from anarchon.testing.fleet import _key_value, main, parse_records
+from anarchon.testing.fleet import main, parse_records
+from anarchon.testing.fleet._worker import _key_value
 from anarchon.types import RunRecord
 
 EVERY = 200

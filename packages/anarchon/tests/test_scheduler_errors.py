@@ -20,7 +20,7 @@ from anarchon import (
     UnsupportedError,
 )
 from anarchon.registry import ENV_VAR
-from anarchon.testing.clock_step import check_wall_clock_step
+from anarchon.testing.scenarios.clock_step import check_wall_clock_step
 from instrumented import ProbedBackend
 
 FAST: dict[str, Any] = {"lease": "600ms", "heartbeat": "200ms"}

