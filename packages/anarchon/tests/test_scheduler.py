@@ -19,7 +19,7 @@ from anarchon import (
     RunContext,
     Scheduler,
 )
-from anarchon.memory import MemoryRunStore
+from anarchon.backend.memory import MemoryRunStore
 
 
 @pytest.mark.parametrize("leases", [True, False], ids=["lease-path", "claim-only-path"])

@@ -30,9 +30,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
+from anarchon._scheduler.run_state import Phase, Run
+from anarchon._scheduler.tasks import TaskSet
 from anarchon.clock import Clock
-from anarchon.run_state import Phase, Run
-from anarchon.tasks import TaskSet
 
 __all__ = ["MIN_RECHECK_MS", "OverlapWait", "recheck_interval_ms"]
 

@@ -19,8 +19,7 @@ import json
 
 from anarchon.errors import InvalidJobError
 from anarchon.jobs import Job
-from anarchon.one_off import Once
-from anarchon.schedules import Cron, Every, Schedule
+from anarchon.schedules import Cron, Every, Once, Schedule
 
 __all__ = ["describe_schedule", "fingerprint", "parse_schedule"]
 

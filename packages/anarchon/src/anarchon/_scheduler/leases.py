@@ -27,13 +27,13 @@ import itertools
 import logging
 from collections.abc import Callable, Sequence
 
+from anarchon._scheduler.lease_thread import LeaseThread
+from anarchon._scheduler.run_state import Ending, Phase, Run
+from anarchon._scheduler.store_batches import StoreBatches, chunks
+from anarchon._scheduler.store_retry import StorePolicy, describe_error
+from anarchon._scheduler.tasks import TaskSet
 from anarchon.clock import Clock
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
-from anarchon.lease_thread import LeaseThread
-from anarchon.run_state import Ending, Phase, Run
-from anarchon.store_batches import StoreBatches, chunks
-from anarchon.store_retry import StorePolicy, describe_error
-from anarchon.tasks import TaskSet
 from anarchon.types import RunKey
 
 __all__ = ["LeaseKeeper", "safety_margin_ms"]

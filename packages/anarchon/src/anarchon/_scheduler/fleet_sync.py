@@ -5,7 +5,7 @@ all of them) when they are prepared and every ``refresh_ms``, then reads the
 registry once to find schedule drift; it also keeps the fleet-wide controls,
 read with one ``controls`` call at most once per wake-up and cached for
 ``control_cache_s``; each read is handed to ``on_controls`` (the catch-up
-after ``resume``, :mod:`anarchon.resume_catch_up`). A backend whose members raise
+after ``resume``, :mod:`anarchon._scheduler.resume_catch_up`). A backend whose members raise
 :class:`~anarchon.errors.UnsupportedError` has no registry: that is logged
 once at DEBUG and scheduling goes on without it.
 """
@@ -17,14 +17,14 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 
-from anarchon.backend import Backend
+from anarchon._scheduler.store_retry import StorePolicy
+from anarchon.backend.base import Backend
 from anarchon.clock import Clock
 from anarchon.errors import AnarchonError, UnsupportedError
-from anarchon.fingerprints import describe_schedule, fingerprint
-from anarchon.fleet_controls import skip_reason
-from anarchon.fleet_types import Declaration, JobControl
+from anarchon.fleet.controls import skip_reason
+from anarchon.fleet.fingerprints import describe_schedule, fingerprint
+from anarchon.fleet.types import Declaration, JobControl
 from anarchon.jobs import Job
-from anarchon.store_retry import StorePolicy
 
 __all__ = ["DEFAULT_CONTROL_CACHE_S", "DEFAULT_REFRESH_MS", "FleetSync"]
 

@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+from anarchon.backend.registry import redact_url, resolve_backend
 from anarchon.context import RunContext
-from anarchon.registry import redact_url, resolve_backend
 from anarchon.scheduler import Scheduler
 
 __all__ = ["run_demo", "run_worker"]

@@ -15,13 +15,15 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from anarchon.backend import Backend
+from anarchon.backend.base import Backend
+from anarchon.backend.registry import ENV_VAR, redact_url, resolve_backend
+from anarchon.cli.output import table
 from anarchon.errors import InvalidConfigError, UnsupportedError
-from anarchon.fingerprints import parse_schedule
-from anarchon.fleet_controls import pause_job, resume_job, skip_job
-from anarchon.registry import ENV_VAR, redact_url, resolve_backend
-from anarchon.status import JobStatus, fleet_status, unknown_jobs_error
+from anarchon.fleet.controls import pause_job, resume_job, skip_job
+from anarchon.fleet.fingerprints import parse_schedule
+from anarchon.fleet.status import JobStatus, fleet_status, unknown_jobs_error
 
 __all__ = [
     "UsageError",
@@ -115,8 +117,6 @@ def _iso(ms: int | None, zone: str | None = None) -> str:
         return "-"
     tz: Any = timezone.utc
     if zone:
-        from zoneinfo import ZoneInfo
-
         try:
             tz = ZoneInfo(zone)
         except (KeyError, ValueError, OSError):
@@ -151,8 +151,6 @@ def _status_rows(statuses: Sequence[JobStatus]) -> list[list[object]]:
 
 async def status_command(args: argparse.Namespace) -> int:
     """``anarchon status [JOB...] [--json] [--watch [SECONDS]]``."""
-    from anarchon.cli import _table
-
     if args.watch is not None and not args.watch > 0:
         raise InvalidConfigError(f"--watch must be a positive number of seconds, got {args.watch}")
     backend = await open_backend(args)
@@ -175,7 +173,7 @@ async def status_command(args: argparse.Namespace) -> int:
                     "paused",
                     "drift",
                 ]
-                print(_table(headers, _status_rows(statuses)), flush=True)
+                print(table(headers, _status_rows(statuses)), flush=True)
             if args.watch is None:
                 return 0
             await asyncio.sleep(args.watch)

@@ -4,7 +4,7 @@ The engine's timetable orders every job's next slot by fire time (slot +
 jitter). Each wake-up takes everything due by store time, drops slots past
 ``max_late``, and submits the rest as one list (the claim batcher cuts it
 into chunks). Slots due within a few ms of each other share one wake-up.
-The store clock is re-read every :data:`~anarchon.store_time.SYNC_INTERVAL_S`.
+The store clock is re-read every :data:`~anarchon._scheduler.store_time.SYNC_INTERVAL_S`.
 On lease backends a slot is taken ``lead_ms`` before its fire time
 (:data:`DEFAULT_CLAIM_AHEAD_MS`) and its handler waits for the fire time.
 """
@@ -16,11 +16,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from anarchon._scheduler.run_state import Run
+from anarchon._scheduler.store_retry import StorePolicy
+from anarchon._scheduler.store_time import SYNC_INTERVAL_S, StoreTime
 from anarchon.events import NO_EVENTS, EventBus, job_zone, slot_iso
 from anarchon.jobs import Job
-from anarchon.run_state import Run
-from anarchon.store_retry import StorePolicy
-from anarchon.store_time import SYNC_INTERVAL_S, StoreTime
 
 __all__ = [
     "DEFAULT_CLAIM_AHEAD_MS",

@@ -13,16 +13,16 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from anarchon._scheduler.overlap_wait import OverlapWait
+from anarchon._scheduler.releases import release_runs
+from anarchon._scheduler.run_state import Phase, Run
+from anarchon._scheduler.skip_log import SkipLog
+from anarchon._scheduler.store_batches import NotSentError, StoreBatches, chunks
+from anarchon._scheduler.store_retry import GAVE_UP, StorePolicy
+from anarchon._scheduler.tasks import TaskSet
 from anarchon.clock import Clock
 from anarchon.errors import BackendError
 from anarchon.events import NO_EVENTS, EventBus, job_zone
-from anarchon.overlap_wait import OverlapWait
-from anarchon.releases import release_runs
-from anarchon.run_state import Phase, Run
-from anarchon.skip_log import SkipLog
-from anarchon.store_batches import NotSentError, StoreBatches, chunks
-from anarchon.store_retry import GAVE_UP, StorePolicy
-from anarchon.tasks import TaskSet
 from anarchon.types import ClaimInput, ClaimOutcome, RunClaim
 
 __all__ = ["ClaimBatcher"]

@@ -19,9 +19,13 @@ import sys
 import traceback
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from anarchon.cli_fleet import (
+from anarchon.backend.registry import ENV_VAR, installed_backends, redact_text
+from anarchon.cli.demo import run_demo, run_worker
+from anarchon.cli.fleet import (
     UsageError,
     add_backend_option,
     add_fleet_commands,
@@ -30,8 +34,15 @@ from anarchon.cli_fleet import (
     open_backend,
     status_command,
 )
-from anarchon.errors import AnarchonError, InvalidConfigError, InvalidJobError
-from anarchon.registry import ENV_VAR
+from anarchon.cli.output import iso_ms, table
+from anarchon.errors import (
+    AnarchonError,
+    InvalidConfigError,
+    InvalidJobError,
+    UnsupportedError,
+)
+from anarchon.scheduler import Scheduler
+from anarchon.schedules import Cron, Every
 
 __all__ = ["main"]
 
@@ -46,30 +57,7 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-def _iso(ms: int | None, tz: Any = timezone.utc) -> str:
-    if ms is None:
-        return "-"
-    try:
-        return datetime.fromtimestamp(ms / 1000, tz=tz).isoformat(timespec="milliseconds")
-    except (ValueError, OverflowError, OSError):
-        return "(outside years 1-9999)"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(c) for c in headers]] + [
-        [("-" if c is None else str(c)) for c in r] for r in rows
-    ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip()
-        for row in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def _schedule(expression: str, tz: str) -> Any:
-    from anarchon.schedules import Cron, Every
 
     text = expression.strip()
     if text.startswith("@") or len(text.split()) >= 5:
@@ -81,8 +69,6 @@ def _schedule(expression: str, tz: str) -> Any:
 
 
 def cmd_next(args: argparse.Namespace) -> int:
-    from zoneinfo import ZoneInfo
-
     schedule = _schedule(args.expression, args.tz)
     try:
         zone: Any = ZoneInfo(args.tz)
@@ -97,12 +83,12 @@ def cmd_next(args: argparse.Namespace) -> int:
         slots.append(slot)
         cursor = slot
     if args.json:
-        print(json.dumps([{"slot": s, "utc": _iso(s), "local": _iso(s, zone)} for s in slots]))
+        print(json.dumps([{"slot": s, "utc": iso_ms(s), "local": iso_ms(s, zone)} for s in slots]))
     else:
         print(
-            _table(
+            table(
                 ["slot (ms)", "UTC", f"local ({args.tz})"],
-                [(s, _iso(s), _iso(s, zone)) for s in slots],
+                [(s, iso_ms(s), iso_ms(s, zone)) for s in slots],
             )
         )
     return EXIT_OK
@@ -126,7 +112,7 @@ async def _history(args: argparse.Namespace) -> int:
     rows = [
         (
             r.job,
-            _iso(r.slot),
+            iso_ms(r.slot),
             r.attempt,
             r.status,
             r.reason,
@@ -138,7 +124,7 @@ async def _history(args: argparse.Namespace) -> int:
         for r in records
     ]
     print(
-        _table(
+        table(
             ["job", "slot (UTC)", "attempt", "status", "reason", "instance", "ms", "kind", "error"],
             rows,
         )
@@ -147,8 +133,6 @@ async def _history(args: argparse.Namespace) -> int:
 
 
 async def _active(args: argparse.Namespace) -> int:
-    from anarchon.errors import UnsupportedError
-
     backend = await open_backend(args)
     try:
         store = backend.runs
@@ -176,21 +160,19 @@ async def _active(args: argparse.Namespace) -> int:
     rows = [
         (
             job,
-            _iso(r.slot),
+            iso_ms(r.slot),
             r.attempt,
             r.runner,
-            _iso(r.lease_expires_at),
+            iso_ms(r.lease_expires_at),
             "live" if r.live else "expired",
         )
         for job, r in runs
     ]
-    print(_table(["job", "slot (UTC)", "attempt", "runner", "lease expires", "lease"], rows))
+    print(table(["job", "slot (UTC)", "attempt", "runner", "lease expires", "lease"], rows))
     return EXIT_OK
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    from anarchon.registry import installed_backends
-
     rows = installed_backends()
     if args.json:
         print(
@@ -202,13 +184,11 @@ def cmd_backends(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(_table(["scheme", "class", "package", "version"], rows))
+        print(table(["scheme", "class", "package", "version"], rows))
     return EXIT_OK
 
 
 async def _run_app(args: argparse.Namespace) -> int:
-    from anarchon.scheduler import Scheduler
-
     scheduler = _load_scheduler(args.target, Scheduler)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -262,22 +242,16 @@ class _AppError(Exception):
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    from anarchon.demo import run_demo
-
     if args.instances < 1 or args.seconds <= 0:
         raise _UsageError("--instances must be >= 1 and --seconds > 0")
     return await run_demo(args.instances, args.seconds, args.backend)
 
 
 async def _demo_worker(args: argparse.Namespace) -> int:
-    from anarchon.demo import run_worker
-
     return await run_worker(args.backend, args.instance, args.until_ms)
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("anarchon")
     except PackageNotFoundError:
@@ -294,11 +268,11 @@ def _add_dashboard(sub: Any) -> None:
 
 
 async def _dashboard(args: argparse.Namespace) -> int:
-    from anarchon.errors import UnsupportedError
-
     if not args.backend:
         raise InvalidConfigError("give --backend or set ANARCHON_BACKEND_URL")
     try:
+        # Lazy: uvicorn and starlette are the optional extra anarchon[web], not needed by
+        # any other command.
         import uvicorn
 
         from anarchon.web import BackendSource, create_app
@@ -418,8 +392,6 @@ def _report(error: Exception, backend_url: str | None) -> int:
         code, text, status = "ANARCHON_UNEXPECTED", _describe(cause), EXIT_RUNTIME
     line = " ".join(f"{context}{text}".split())
     if backend_url:
-        from anarchon.registry import redact_text
-
         line = redact_text(line, backend_url)
     print(f"anarchon: {code}: {line}", file=sys.stderr)
     if os.environ.get("ANARCHON_DEBUG"):
@@ -441,6 +413,3 @@ _USAGE_CODES = frozenset(
         "ANARCHON_UNKNOWN_JOB",
     }
 )
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from anarchon.run_state import Run
-from anarchon.store_batches import StoreBatches, chunks
-from anarchon.store_retry import GAVE_UP, StorePolicy
+from anarchon._scheduler.run_state import Run
+from anarchon._scheduler.store_batches import StoreBatches, chunks
+from anarchon._scheduler.store_retry import GAVE_UP, StorePolicy
 from anarchon.types import RunKey
 
 __all__ = ["release_runs"]

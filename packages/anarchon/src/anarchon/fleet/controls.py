@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from anarchon.backend import Backend
+from anarchon.backend.base import Backend
 from anarchon.errors import InvalidConfigError
-from anarchon.fleet_types import JobControl
+from anarchon.fleet.status import store_now_ms
+from anarchon.fleet.types import JobControl
 from anarchon.schedules import Schedule
-from anarchon.status import store_now_ms
 
 __all__ = ["SKIP_REASONS", "pause_job", "resume_job", "skip_job", "skip_reason"]
 

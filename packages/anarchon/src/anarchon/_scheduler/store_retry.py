@@ -20,7 +20,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from anarchon.backend import Backend
+from anarchon.backend.base import Backend
 from anarchon.errors import AnarchonError
 from anarchon.events import NO_EVENTS, EventBus
 

@@ -25,9 +25,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from anarchon.backend import Backend
-from anarchon.run_state import Run
-from anarchon.store_retry import CallTimeoutError, describe_error
+from anarchon._scheduler.run_state import Run
+from anarchon._scheduler.store_retry import CallTimeoutError, describe_error
+from anarchon.backend.base import Backend
 from anarchon.types import RunKey
 
 __all__ = ["LeaseThread"]

@@ -10,13 +10,15 @@ the jitter: a slot is due at its scheduled time, so advancing the clock to
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from anarchon._scheduler.run_state import Run
+from anarchon.backend.base import Backend
 from anarchon.jobs import Job
-from anarchon.run_state import Run
+from anarchon.types import RunRecord
 
-__all__ = ["take_due"]
+__all__ = ["due_records", "take_due"]
 
 _LIMIT = 100_000
 
@@ -50,3 +52,20 @@ def take_due(
         job = jobs[name]
         timetable.add(name, job.schedule._compiled, job.jitter_ms, slot - 1, 0)
     return runs
+
+
+async def due_records(
+    backend: Backend, jobs: Mapping[str, Job], runs: Sequence[Run]
+) -> list[RunRecord]:
+    """The history records of ``runs``' slots (every attempt, no manual runs), oldest first."""
+    wanted: dict[str, set[int]] = {}
+    for run in runs:
+        wanted.setdefault(run.job.name, set()).add(run.slot)
+    records: list[RunRecord] = []
+    for name, slots in wanted.items():
+        known = jobs.get(name)
+        budget = known.attempt_budget if known is not None else 1
+        found = await backend.history(name, len(slots) * (budget + 1) + 10)
+        records.extend(r for r in found if r.slot in slots and not r.manual)
+    records.sort(key=lambda r: (r.slot, r.attempt, r.job))
+    return records

@@ -20,11 +20,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from anarchon._scheduler.run_state import Run
 from anarchon.errors import AnarchonError
 from anarchon.events import job_zone, log_extra, slot_iso
-from anarchon.fleet_types import JobControl
+from anarchon.fleet.types import JobControl
 from anarchon.jobs import Job
-from anarchon.run_state import Run
 from anarchon.types import RunRecord
 
 __all__ = ["ResumeCatchUp", "log_catch_up", "resume_catch_up"]

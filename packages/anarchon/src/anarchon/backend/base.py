@@ -12,14 +12,14 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from anarchon.batching import job_of, per_item
+from anarchon.backend.batching import job_of, per_item
 from anarchon.errors import (
     AnarchonError,
     BackendUnavailableError,
     InvalidConfigError,
     UnsupportedError,
 )
-from anarchon.fleet_types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl
 from anarchon.types import (
     ActiveRun,
     ClaimInput,

@@ -24,11 +24,11 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable
 
-from anarchon.backend import Backend
+from anarchon._scheduler.run_state import Phase, Run
+from anarchon._scheduler.store_retry import GAVE_UP, StorePolicy
+from anarchon.backend.base import Backend
 from anarchon.clock import Clock
 from anarchon.context import RunContext
-from anarchon.run_state import Phase, Run
-from anarchon.store_retry import GAVE_UP, StorePolicy
 from anarchon.types import ClaimOutcome, RunRetry, StoredResult
 
 __all__ = ["RetrySteps"]

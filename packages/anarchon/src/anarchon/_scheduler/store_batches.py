@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from anarchon.backend import Backend, RunStore
-from anarchon.batching import job_of, per_item
-from anarchon.store_retry import StorePolicy
+from anarchon._scheduler.store_retry import StorePolicy
+from anarchon.backend.base import Backend, RunStore
+from anarchon.backend.batching import job_of, per_item
 from anarchon.types import ClaimInput, ClaimOutcome, ResultWrite, RunClaim, RunFinish, RunKey
 
 __all__ = ["CHUNK", "NotSentError", "StoreBatches", "chunks"]

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from anarchon.durations import Duration
 from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job
-from anarchon.one_off import Once
-from anarchon.schedules import Cron, Every, Schedule
+from anarchon.schedules import Cron, Every, Once, Schedule
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

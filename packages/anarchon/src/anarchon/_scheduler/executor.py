@@ -19,12 +19,12 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from anarchon._scheduler.resume_catch_up import log_catch_up
+from anarchon._scheduler.run_state import Ending, Phase, Run
+from anarchon._scheduler.tasks import TaskSet
 from anarchon.context import OwnerCheck, RunContext
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.jobs import Job
-from anarchon.resume_catch_up import log_catch_up
-from anarchon.run_state import Ending, Phase, Run
-from anarchon.tasks import TaskSet
 
 __all__ = ["LAUNCH_SLICE", "Outcome", "RunExecutor"]
 
@@ -35,7 +35,7 @@ Outcome = tuple[str, "str | None", int, int]
 """``(status, error, started_at, finished_at)`` of one handler call (store time, ms)."""
 
 Retries = Callable[[Run, Outcome, Callable[[Run], Awaitable[Outcome]]], Awaitable["Outcome | None"]]
-"""``retries(run, outcome, invoke)``: the retry step (:mod:`anarchon.retry_step`); None: end stored."""
+"""``retries(run, outcome, invoke)``: the retry step (:mod:`anarchon._scheduler.retry_step`); None: end stored."""
 
 
 class RunExecutor:
