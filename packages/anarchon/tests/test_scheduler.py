@@ -79,7 +79,7 @@ class _ClaimTimes(MemoryRunStore):
 
     async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
         outcomes = await super().claim_many(claims)
-        now = self._now()
+        now = self.state.now()
         self.won += [(c.job, c.slot, now) for c, o in zip(claims, outcomes, strict=True) if o.won]
         return outcomes
 

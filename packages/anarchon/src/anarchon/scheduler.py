@@ -1,20 +1,9 @@
-"""The :class:`Scheduler`: declares jobs and wires the parts that claim and run their slots.
+"""The :class:`Scheduler`: declares jobs, starts and stops the parts that claim and run their slots.
 
-Each behaviour lives in one module:
-
-- :mod:`anarchon._scheduler.wakeup`: the wake-up loop over the timetable;
-- :mod:`anarchon._scheduler.claims`: the claim batcher (``claim_many`` in chunks);
-- :mod:`anarchon._scheduler.executor`: the run executor (handlers, timeouts, cancellation);
-- :mod:`anarchon._scheduler.results`: the result batcher (``finish_many``, ``save_results``);
-- :mod:`anarchon._scheduler.leases`: the lease keeper (``heartbeat_many``, backups);
-- :mod:`anarchon._scheduler.store_retry`: the store retry policy and the in-flight bound;
-- :mod:`anarchon._scheduler.store_time`: store time (store clock at the last sync + monotonic time);
-- :mod:`anarchon._scheduler.run_state`: the state of one run;
-- :mod:`anarchon._scheduler.retry_step`: retries of failed handlers (the ``retry`` option);
-- :mod:`anarchon.schedules`: the single-slot schedule of ``at()``;
-- :mod:`anarchon._scheduler.due`: ``run_due()``, which drives the parts without background loops (tests).
-- :mod:`anarchon._scheduler.fleet_sync`: the fleet registry (declarations, drift) and the
-  fleet-wide controls (pause, resume, skip).
+The parts are private, in :mod:`anarchon._scheduler` (one behaviour a module:
+wake-ups, claims, the executor, results, leases, the store policy, store
+time, fleet sync, ...); :mod:`anarchon._scheduler.assembly` wires them for
+each ``start()`` and :mod:`anarchon._scheduler.drain` is ``stop()``'s wait.
 """
 
 from __future__ import annotations
@@ -31,12 +20,16 @@ from anarchon._scheduler.config import UNSET, claim_ahead_ms, config_ms, lease_t
 from anarchon._scheduler.declaring import JobDeclarations
 from anarchon._scheduler.drain import JOIN_S, close_within, drain, drain_for_stop
 from anarchon._scheduler.due import due_records, take_due
-from anarchon._scheduler.fleet_sync import DEFAULT_CONTROL_CACHE_S, DEFAULT_REFRESH_MS
+from anarchon._scheduler.fleet_sync import (
+    DEFAULT_CONTROL_CACHE_S,
+    DEFAULT_REFRESH_MS,
+    report_drift,
+)
 from anarchon._scheduler.gc_tuning import freeze_once
 from anarchon._scheduler.manual import run_manually
 from anarchon._scheduler.run_state import Run
 from anarchon._scheduler.store_retry import DEFAULT_CALL_TIMEOUT_S, StorePolicy
-from anarchon._scheduler.store_time import StoreTime
+from anarchon._scheduler.store_time import StoreTime, sync_under
 from anarchon._scheduler.tasks import TaskSet
 from anarchon._scheduler.wakeup import WakeUpLoop
 from anarchon.backend.base import Backend, RunStore
@@ -49,7 +42,7 @@ from anarchon.errors import (
     InvalidConfigError,
     InvalidJobError,
 )
-from anarchon.events import EventBus, Listener, job_zone
+from anarchon.events import EventBus, Listener
 from anarchon.fleet.controls import pause_job, resume_job, skip_job
 from anarchon.fleet.types import JobControl
 from anarchon.job_options import JobOptions
@@ -336,15 +329,7 @@ class Scheduler(JobDeclarations):
             still_owner=self._still_owner,
             due_log=lambda: self._due_log,
         )
-        try:
-            async with parts.policy.gate:
-                await self._time.sync()
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            if not parts.policy.is_transient(error):
-                raise
-            parts.policy.note_outage(error)
+        if not await sync_under(self._time, parts.policy):
             self._time.postpone()
         self._parts = parts
         self._wakeups = parts.wakeups
@@ -390,7 +375,7 @@ class Scheduler(JobDeclarations):
         self.events.start()
         parts = self._parts
         assert parts is not None
-        await self._sync_for_call(parts.policy)
+        await sync_under(self._time, parts.policy)
         for job in list(self._jobs.values()):
             if job.enabled and job.name not in parts.wakeups.timetable:
                 await self._activate(job)
@@ -505,7 +490,7 @@ class Scheduler(JobDeclarations):
         await self._ensure_init()
         policy = self._policy()
         if not self._started:
-            await self._sync_for_call(policy)
+            await sync_under(self._time, policy)
         return await run_manually(
             job,
             backend=self.backend,
@@ -561,26 +546,16 @@ class Scheduler(JobDeclarations):
 
         ``fingerprints`` maps each fingerprint to the number of instances that hold it.
         """
-        mine = (
-            self._parts.fleet._fingerprint(self._jobs[job])
-            if self._parts and job in self._jobs
-            else None
-        )
-        self.log.warning(
-            "anarchon: schedule drift for job %s: instances declare different schedules"
-            " (fingerprint: instances %s; this instance: %s)",
+        parts = self._parts
+        report_drift(
+            self.log,
+            self.events,
+            self.instance_id,
+            self._jobs.get(job),
             job,
-            ", ".join(f"{fp}: {n}" for fp, n in fingerprints.items()),
-            mine,
-            extra={"job": job, "fingerprints": fingerprints, "instance": self.instance_id},
-        )
-        known = self._jobs.get(job)
-        self.events.emit(
-            "schedule_drift",
+            fingerprints,
+            parts.fleet if parts is not None else None,
             self._time.now_ms(),
-            job,
-            zone=job_zone(known) if known is not None else "UTC",
-            details={"fingerprints": dict(fingerprints), "this_instance": mine},
         )
 
     # Internals -------------------------------------------------------
@@ -635,17 +610,6 @@ class Scheduler(JobDeclarations):
         )
         policy.events = self.events
         return policy
-
-    async def _sync_for_call(self, policy: StorePolicy) -> None:
-        try:
-            async with policy.gate:
-                await self._time.sync()
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            if not policy.is_transient(error):
-                raise
-            policy.note_outage(error)
 
     async def _activate(self, job: Job) -> None:
         """Prepare a job in the store, then put it in the timetable.

@@ -21,12 +21,13 @@ from anarchon._scheduler.store_retry import StorePolicy
 from anarchon.backend.base import Backend
 from anarchon.clock import Clock
 from anarchon.errors import AnarchonError, UnsupportedError
+from anarchon.events import EventBus, job_zone
 from anarchon.fleet.controls import skip_reason
 from anarchon.fleet.fingerprints import describe_schedule, fingerprint
 from anarchon.fleet.types import Declaration, JobControl
 from anarchon.jobs import Job
 
-__all__ = ["DEFAULT_CONTROL_CACHE_S", "DEFAULT_REFRESH_MS", "FleetSync"]
+__all__ = ["DEFAULT_CONTROL_CACHE_S", "DEFAULT_REFRESH_MS", "FleetSync", "report_drift"]
 
 DEFAULT_REFRESH_MS = 120_000
 """How often an instance refreshes its declarations (entries live three times as long)."""
@@ -74,7 +75,8 @@ class FleetSync:
 
     # Registry -----------------------------------------------------------
 
-    def _fingerprint(self, job: Job) -> str:
+    def fingerprint_of(self, job: Job) -> str:
+        """The fingerprint of ``job``'s schedule (cached while the job object is the same)."""
         cached = self._prints.get(job.name)
         if cached is None or cached[0] is not job:
             cached = (job, fingerprint(job))
@@ -96,7 +98,7 @@ class FleetSync:
                 Declaration(
                     job.name,
                     self.instance_id,
-                    self._fingerprint(job),
+                    self.fingerprint_of(job),
                     text,
                     seen_at=0,
                     expires_at=0,
@@ -173,3 +175,36 @@ class FleetSync:
     def skip_reason(self, job: str, slot: int) -> str | None:
         """Why the controls skip ``(job, slot)``, or None to run it."""
         return skip_reason(self._controls.get(job), slot)
+
+
+def report_drift(
+    log: logging.Logger,
+    events: EventBus,
+    instance_id: str,
+    known: Job | None,
+    job: str,
+    fingerprints: dict[str, int],
+    fleet: FleetSync | None,
+    now_ms: int,
+) -> None:
+    """Instances declare different schedules for ``job``: warn, and emit ``schedule_drift``.
+
+    ``fingerprints`` maps each fingerprint to the number of instances that
+    hold it; ``known`` is this instance's job of that name, if any.
+    """
+    mine = fleet.fingerprint_of(known) if fleet is not None and known is not None else None
+    log.warning(
+        "anarchon: schedule drift for job %s: instances declare different schedules"
+        " (fingerprint: instances %s; this instance: %s)",
+        job,
+        ", ".join(f"{fp}: {n}" for fp, n in fingerprints.items()),
+        mine,
+        extra={"job": job, "fingerprints": fingerprints, "instance": instance_id},
+    )
+    events.emit(
+        "schedule_drift",
+        now_ms,
+        job,
+        zone=job_zone(known) if known is not None else "UTC",
+        details={"fingerprints": dict(fingerprints), "this_instance": mine},
+    )

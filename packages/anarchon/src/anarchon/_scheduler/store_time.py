@@ -9,11 +9,16 @@ wall clock at each sync, and monotonic time in between.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from anarchon.clock import Clock
 
-__all__ = ["SYNC_INTERVAL_S", "StoreTime"]
+if TYPE_CHECKING:
+    from anarchon._scheduler.store_retry import StorePolicy
+
+__all__ = ["SYNC_INTERVAL_S", "StoreTime", "sync_under"]
 
 SYNC_INTERVAL_S = 60.0
 """Seconds between two readings of the store clock."""
@@ -68,3 +73,21 @@ class StoreTime:
     def postpone(self, retry_s: float = 5.0) -> None:
         """After a failed sync: keep the estimate and try again in ``retry_s`` seconds."""
         self.synced_at = self._clock.monotonic() - SYNC_INTERVAL_S + retry_s
+
+
+async def sync_under(time: StoreTime, policy: StorePolicy) -> bool:
+    """Sync ``time`` through ``policy``'s in-flight gate; False after a transient store error.
+
+    The transient error is noted as an outage; any other error is raised.
+    """
+    try:
+        async with policy.gate:
+            await time.sync()
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        if not policy.is_transient(error):
+            raise
+        policy.note_outage(error)
+        return False
+    return True
