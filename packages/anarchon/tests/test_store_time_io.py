@@ -1,4 +1,4 @@
-"""A clock sync counts as contact with the store only when it read the store (issue 18)."""
+"""A clock sync counts as contact with the store only when it read the store."""
 
 from __future__ import annotations
 
