@@ -22,7 +22,7 @@ from anarchon import (
     RunKey,
     StoredResult,
 )
-from anarchon.memory import MemoryRunStore
+from anarchon.backend.memory import MemoryRunStore
 
 T = TypeVar("T")
 
@@ -177,7 +177,7 @@ class ProbedBackend(MemoryBackend):
     def ran(self) -> Any:
         """Slots with a result, per job: ``Counter((job, slot))`` of non-skipped results."""
         counts: Counter[tuple[str, int]] = Counter()
-        for name, data in self._store._jobs.items():
+        for name, data in self._store.state.jobs.items():
             for result in data.results:
                 if result.status not in ("skipped", "interrupted"):
                     counts[(name, result.slot)] += 1

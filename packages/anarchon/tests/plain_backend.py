@@ -22,7 +22,7 @@ from anarchon import (
     RunStore,
     StoredResult,
 )
-from anarchon.memory import MemoryRunStore
+from anarchon.backend.memory import MemoryRunStore
 
 
 class PlainRunStore(RunStore):

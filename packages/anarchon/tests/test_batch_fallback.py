@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import pytest
 from anarchon import Backend, ClaimOutcome, MemoryBackend, RunClaim
 from anarchon.backend import RunStore
-from anarchon.batching import per_item
-from anarchon.memory import MemoryRunStore
+from anarchon.backend.batching import per_item
+from anarchon.backend.memory import MemoryRunStore
 from anarchon.testing import BackendContract, LeaseContract
 from anarchon.testing.contracts._batch import (
     LEASE_KINDS,

@@ -7,9 +7,9 @@ import time
 
 import pytest
 from anarchon import RunContext, Scheduler
+from anarchon._scheduler.wakeup import DEFAULT_CLAIM_AHEAD_MS, MAX_CLAIM_AHEAD_MS
+from anarchon.backend.memory import MemoryBackend
 from anarchon.errors import InvalidConfigError, UnsupportedError
-from anarchon.memory import MemoryBackend
-from anarchon.wakeup import DEFAULT_CLAIM_AHEAD_MS, MAX_CLAIM_AHEAD_MS
 
 PERIOD_MS = 2_000
 """A job every 2 s: its lead is a quarter of the gap, 500 ms (below the 1 s default)."""

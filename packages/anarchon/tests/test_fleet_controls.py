@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 from anarchon import MemoryBackend, RunContext, Scheduler
 from anarchon.errors import InvalidJobError
-from anarchon.fingerprints import describe_schedule, parse_schedule
-from anarchon.fleet_types import JobControl
+from anarchon.fleet.fingerprints import describe_schedule, parse_schedule
+from anarchon.fleet.types import JobControl
 from anarchon.jobs import Job
 from anarchon.schedules import Cron, Every
 from anarchon.testing import FakeClock
@@ -180,7 +180,7 @@ def test_schedule_text_round_trips() -> None:
 
 
 def test_one_off_schedule_round_trips() -> None:
-    from anarchon.one_off import Once
+    from anarchon.schedules import Once
 
     once = Once(1_800_000_000_000)
     assert describe_schedule(once) == "once 1800000000000ms"
@@ -188,8 +188,8 @@ def test_one_off_schedule_round_trips() -> None:
 
 
 def test_skip_reason_spares_slots_due_before_the_skip_was_stored() -> None:
-    from anarchon.fleet_controls import skip_reason
-    from anarchon.fleet_types import JobControl
+    from anarchon.fleet.controls import skip_reason
+    from anarchon.fleet.types import JobControl
 
     control = JobControl("j", skip_until=3_000, updated_at=2_100)
     assert skip_reason(control, 2_000) is None  # due before the skip, claimed late
@@ -417,9 +417,9 @@ async def test_catch_up_in_real_time_two_schedulers_and_a_late_starter() -> None
 
 
 def test_resume_catch_up_rule() -> None:
-    from anarchon.fleet_types import JobControl
+    from anarchon._scheduler.resume_catch_up import resume_catch_up
+    from anarchon.fleet.types import JobControl
     from anarchon.jobs import build_job
-    from anarchon.resume_catch_up import resume_catch_up
 
     def job(every: str, **options: object) -> Job:
         return build_job("j", Every(every), lambda ctx: None, options, leases=True)
@@ -481,9 +481,9 @@ async def test_a_paused_catch_up_job_polls_the_controls_until_it_is_resumed() ->
 
 
 async def test_resume_catch_up_acts_once_per_resume_and_waits_for_a_final_record() -> None:
+    from anarchon._scheduler.resume_catch_up import ResumeCatchUp
+    from anarchon._scheduler.run_state import Run
     from anarchon.jobs import build_job
-    from anarchon.resume_catch_up import ResumeCatchUp
-    from anarchon.run_state import Run
     from anarchon.types import RunRecord
 
     job = build_job(

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 from anarchon import Scheduler
+from anarchon._scheduler.gc_tuning import YOUNG_MAX, YOUNG_THRESHOLD, young_threshold
 from anarchon.errors import InvalidConfigError
-from anarchon.gc_tuning import YOUNG_MAX, YOUNG_THRESHOLD, young_threshold
 
 # Each case in order in one fresh process (the freeze happens once per process).
 SCRIPT = textwrap.dedent(
@@ -78,7 +78,7 @@ def test_gc_freeze_must_be_a_bool() -> None:
 async def test_a_run_that_ended_leaves_no_garbage_cycle() -> None:
     """A run is freed by its reference count when it ends, not by a later full collection."""
     from anarchon import RunContext
-    from anarchon.run_state import Run
+    from anarchon._scheduler.run_state import Run
 
     ran: list[int] = []
     owner: list[bool] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from anarchon.history import build_history
+from anarchon.backend.history import build_history
 from anarchon.types import ClaimRecord, RunRecord, StoredResult
 
 SLOT = 1_800_000_000_000

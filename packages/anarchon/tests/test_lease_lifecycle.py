@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from anarchon import MemoryBackend, RunContext, Scheduler
+from anarchon._scheduler.leases import safety_margin_ms
+from anarchon.backend.memory import MemoryRunStore
 from anarchon.context import CancelSignal
-from anarchon.leases import safety_margin_ms
-from anarchon.memory import MemoryRunStore
 from anarchon.types import ClaimOutcome, RunClaim, RunKey
 
 FAST: dict[str, Any] = {"lease": "600ms", "heartbeat": "200ms"}

@@ -1,4 +1,4 @@
-"""The memory lease store equals the reference model (anarchon.lease_model).
+"""The memory lease store equals the reference model (anarchon.backend.lease_model).
 
 With a :class:`FakeClock` the store time is exact, so every answer must match
 the model's exactly; with the wall clock, short real leases and sleeps; with a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from anarchon.backend import Backend
-from anarchon.memory import MemoryBackend
+from anarchon.backend.memory import MemoryBackend
 from anarchon.testing import FakeClock, LeaseModelContract
 
 

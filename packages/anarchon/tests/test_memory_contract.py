@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 from anarchon.backend import Backend
-from anarchon.memory import MemoryBackend
-from anarchon.registry import resolve_backend
+from anarchon.backend.memory import MemoryBackend
+from anarchon.backend.registry import resolve_backend
 from anarchon.testing import BackendContract, FleetContract, LeaseContract
 
 

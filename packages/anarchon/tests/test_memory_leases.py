@@ -8,8 +8,8 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 import pytest
+from anarchon.backend.memory import MemoryBackend, MemoryRunStore
 from anarchon.errors import InvalidConfigError
-from anarchon.memory import MemoryBackend, MemoryRunStore
 from anarchon.types import PLAIN_CLAIM_LEASE_MS, ClaimInput, JobLimits, RunClaim, StoredResult
 
 T = TypeVar("T")

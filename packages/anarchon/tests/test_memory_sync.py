@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 from anarchon.backend import Backend
-from anarchon.memory import MemoryBackend
+from anarchon.backend.memory import MemoryBackend
 from anarchon.testing import SyncFacadeContract
 
 

@@ -10,9 +10,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from anarchon.errors import InvalidConfigError, UnknownBackendError
-from anarchon.memory import MemoryBackend
-from anarchon.registry import (
+from anarchon.backend.memory import MemoryBackend
+from anarchon.backend.registry import (
     ENV_VAR,
     EXTRAS,
     _install_hint,
@@ -21,6 +20,7 @@ from anarchon.registry import (
     redact_url,
     resolve_backend,
 )
+from anarchon.errors import InvalidConfigError, UnknownBackendError
 from anarchon.types import ClaimInput
 
 
@@ -162,7 +162,7 @@ def test_other_unknown_scheme_lists_installed_schemes() -> None:
 
 def test_installed_backends_lists_memory() -> None:
     rows = installed_backends()
-    assert ("memory", "anarchon.memory:MemoryBackend") in {(r[0], r[1]) for r in rows}
+    assert ("memory", "anarchon.backend.memory:MemoryBackend") in {(r[0], r[1]) for r in rows}
     memory = next(r for r in rows if r[0] == "memory")
     assert memory[2] == "anarchon"
     assert memory[3]
@@ -192,7 +192,7 @@ def test_query_options_are_passed_to_from_url(
         f"{module}:EchoBackend",
         module,
         """
-        from anarchon.memory import MemoryBackend
+        from anarchon.backend.memory import MemoryBackend
 
         class EchoBackend(MemoryBackend):
             @classmethod

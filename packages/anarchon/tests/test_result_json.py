@@ -1,11 +1,11 @@
-"""The results' JSON (anarchon.result_json): the Rust core writes exactly what ``json.dumps`` would."""
+"""The results' JSON (anarchon.backend.result_json): the Rust core writes exactly what ``json.dumps`` would."""
 
 from __future__ import annotations
 
 import json
 
 from anarchon import _core
-from anarchon.result_json import result_json
+from anarchon.backend.result_json import result_json
 from anarchon.types import StoredResult
 from hypothesis import given
 from hypothesis import strategies as st

@@ -19,7 +19,7 @@ from anarchon import (
     RunContext,
     Scheduler,
 )
-from anarchon.memory import MemoryRunStore
+from anarchon.backend.memory import MemoryRunStore
 
 
 @pytest.mark.parametrize("leases", [True, False], ids=["lease-path", "claim-only-path"])
@@ -79,7 +79,7 @@ class _ClaimTimes(MemoryRunStore):
 
     async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
         outcomes = await super().claim_many(claims)
-        now = self._now()
+        now = self.state.now()
         self.won += [(c.job, c.slot, now) for c, o in zip(claims, outcomes, strict=True) if o.won]
         return outcomes
 

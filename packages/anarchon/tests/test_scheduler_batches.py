@@ -12,9 +12,9 @@ from typing import TypeVar
 
 import pytest
 from anarchon import MemoryBackend, RunContext, Scheduler
+from anarchon._scheduler.store_batches import CHUNK
 from anarchon.errors import InvalidConfigError
 from anarchon.events import Event
-from anarchon.store_batches import CHUNK
 from instrumented import Probe, ProbedBackend
 from plain_backend import PlainBackend
 

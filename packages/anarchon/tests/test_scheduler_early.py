@@ -90,8 +90,8 @@ async def test_a_wiped_store_is_reported_as_state_gone(caplog: pytest.LogCapture
     try:
         await asyncio.wait_for(started.wait(), 10)
         store = backend._store
-        with store._lock:
-            store._jobs.clear()  # what a Redis restart without persistence leaves
+        with store.state.lock:
+            store.state.jobs.clear()  # what a Redis restart without persistence leaves
         await _until(lambda: "lost its lease" in caplog.text, 5)
     finally:
         await scheduler.stop()

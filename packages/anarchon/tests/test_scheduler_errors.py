@@ -19,7 +19,7 @@ from anarchon import (
     Scheduler,
     UnsupportedError,
 )
-from anarchon.registry import ENV_VAR
+from anarchon.backend.registry import ENV_VAR
 from anarchon.testing.scenarios.clock_step import check_wall_clock_step
 from instrumented import ProbedBackend
 

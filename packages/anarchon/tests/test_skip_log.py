@@ -1,11 +1,11 @@
-"""Overlap skips are logged once per job per minute, with a count (anarchon.skip_log)."""
+"""Overlap skips are logged once per job per minute, with a count (anarchon._scheduler.skip_log)."""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
-from anarchon.skip_log import SkipLog
+from anarchon._scheduler.skip_log import SkipLog
 from anarchon.testing import FakeClock
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 from anarchon import MemoryBackend, RunContext, Scheduler
 from anarchon.errors import BackendUnavailableError
-from anarchon.fleet_types import JobControl
+from anarchon.fleet.types import JobControl
 
 
 class _CancelTurnedIntoAnError(MemoryBackend):

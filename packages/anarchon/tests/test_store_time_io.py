@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from anarchon.store_time import StoreTime
+from anarchon._scheduler.store_time import StoreTime
 from anarchon.testing import FakeClock
 
 

@@ -1,4 +1,4 @@
-"""``anarchon.tasks``: spawned work leaves the set when it ends, however it ends; gather_or_cancel."""
+"""``anarchon._scheduler.tasks``: spawned work leaves the set when it ends, however it ends; gather_or_cancel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import gc
 import warnings
 
 import pytest
-from anarchon.tasks import TaskSet, gather_or_cancel
+from anarchon._scheduler.tasks import TaskSet, gather_or_cancel
 
 
 async def _work(done: list[str]) -> None:

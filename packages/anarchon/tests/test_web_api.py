@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from anarchon import Scheduler
+from anarchon.backend.memory import MemoryBackend
 from anarchon.context import RunContext
 from anarchon.errors import InvalidConfigError
-from anarchon.fingerprints import describe_schedule, fingerprint
-from anarchon.fleet_types import Declaration
-from anarchon.memory import MemoryBackend
+from anarchon.fleet.fingerprints import describe_schedule, fingerprint
+from anarchon.fleet.types import Declaration
 from anarchon.web import BackendSource, StatusSource, create_app
 from fastapi import FastAPI
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from anarchon import _core
-from anarchon.backend import STORE_FORMAT, Backend, RunStore
+from anarchon.backend.base import STORE_FORMAT, Backend, RunStore
+from anarchon.backend.history import build_history
+from anarchon.backend.memory import MemoryBackend
 from anarchon.clock import Clock, SkewedClock, SystemClock
 from anarchon.context import CancelSignal, RunContext
 from anarchon.errors import (
@@ -21,13 +23,10 @@ from anarchon.errors import (
     UnsupportedError,
 )
 from anarchon.events import Event
-from anarchon.history import build_history
 from anarchon.job_options import JobOptions
-from anarchon.memory import MemoryBackend
-from anarchon.one_off import Once
 from anarchon.retry import Retry
 from anarchon.scheduler import Scheduler, SchedulerThread
-from anarchon.schedules import Cron, Every
+from anarchon.schedules import Cron, Every, Once
 from anarchon.sync import SyncScheduler
 from anarchon.types import (
     ActiveRun,

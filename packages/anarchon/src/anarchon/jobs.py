@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from anarchon.backend.history import DEFAULT_HISTORY_SIZE
 from anarchon.context import RunContext
 from anarchon.durations import to_ms
 from anarchon.errors import InvalidJobError, UnsupportedError
@@ -24,7 +25,7 @@ DEFAULTS: Mapping[str, Any] = {
     "jitter": 2_000,
     "max_late": 60_000,
     "timeout": None,
-    "history_size": 1000,
+    "history_size": DEFAULT_HISTORY_SIZE,
     "history_ttl": None,
     "overlap": False,
     "max_attempts": 3,

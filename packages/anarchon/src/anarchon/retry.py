@@ -2,7 +2,7 @@
 
 A handler that raises one of ``Retry.on`` is run again after a backoff, as a
 further attempt of the same slot. :class:`Retry` only describes the policy
-and validates it when the job is declared; :mod:`anarchon.retry_step` runs
+and validates it when the job is declared; :mod:`anarchon._scheduler.retry_step` runs
 the retries.
 """
 

@@ -1,73 +1,55 @@
-"""The :class:`Scheduler`: declares jobs and wires the parts that claim and run their slots.
+"""The :class:`Scheduler`: declares jobs, starts and stops the parts that claim and run their slots.
 
-Each behaviour lives in one module:
-
-- :mod:`anarchon.wakeup`: the wake-up loop over the timetable;
-- :mod:`anarchon.claims`: the claim batcher (``claim_many`` in chunks);
-- :mod:`anarchon.executor`: the run executor (handlers, timeouts, cancellation);
-- :mod:`anarchon.results`: the result batcher (``finish_many``, ``save_results``);
-- :mod:`anarchon.leases`: the lease keeper (``heartbeat_many``, backups);
-- :mod:`anarchon.store_retry`: the store retry policy and the in-flight bound;
-- :mod:`anarchon.store_time`: store time (store clock at the last sync + monotonic time);
-- :mod:`anarchon.run_state`: the state of one run;
-- :mod:`anarchon.retry_step`: retries of failed handlers (the ``retry`` option);
-- :mod:`anarchon.one_off`: the single-slot schedule of ``at()``;
-- :mod:`anarchon.due`: ``run_due()``, which drives the parts without background loops (tests).
-- :mod:`anarchon.fleet_sync`: the fleet registry (declarations, drift) and the
-  fleet-wide controls (pause, resume, skip).
+The parts are private, in :mod:`anarchon._scheduler` (one behaviour a module:
+wake-ups, claims, the executor, results, leases, the store policy, store
+time, fleet sync, ...); :mod:`anarchon._scheduler.assembly` wires them for
+each ``start()`` and :mod:`anarchon._scheduler.drain` is ``stop()``'s wait.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import os
-import secrets
-import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from anarchon.backend import Backend, RunStore
-from anarchon.claims import ClaimBatcher
+from anarchon import _core
+from anarchon._scheduler.assembly import Parts, build_parts, default_instance_id, new_token
+from anarchon._scheduler.config import UNSET, claim_ahead_ms, config_ms, lease_timings
+from anarchon._scheduler.declaring import JobDeclarations
+from anarchon._scheduler.drain import JOIN_S, close_within, drain, drain_for_stop
+from anarchon._scheduler.due import due_records, take_due
+from anarchon._scheduler.fleet_sync import (
+    DEFAULT_CONTROL_CACHE_S,
+    DEFAULT_REFRESH_MS,
+    report_drift,
+)
+from anarchon._scheduler.gc_tuning import freeze_once
+from anarchon._scheduler.manual import run_manually
+from anarchon._scheduler.run_state import Run
+from anarchon._scheduler.store_retry import DEFAULT_CALL_TIMEOUT_S, StorePolicy
+from anarchon._scheduler.store_time import StoreTime, sync_under
+from anarchon._scheduler.tasks import TaskSet
+from anarchon._scheduler.wakeup import WakeUpLoop
+from anarchon.backend.base import Backend, RunStore
+from anarchon.backend.registry import ENV_VAR, resolve_backend
 from anarchon.clock import Clock, SystemClock
-from anarchon.context import RunContext
-from anarchon.declaring import JobDeclarations
-from anarchon.due import take_due
-from anarchon.durations import Duration, to_ms
+from anarchon.durations import Duration
 from anarchon.errors import (
-    BackendUnavailableError,
     DedupeWindowError,
     DuplicateJobError,
     InvalidConfigError,
     InvalidJobError,
-    UnsupportedError,
 )
-from anarchon.events import EventBus, Listener, job_zone
-from anarchon.executor import RunExecutor
-from anarchon.fleet_controls import pause_job, resume_job, skip_job
-from anarchon.fleet_sync import DEFAULT_CONTROL_CACHE_S, DEFAULT_REFRESH_MS, FleetSync
-from anarchon.fleet_types import JobControl
-from anarchon.gc_tuning import freeze_once
+from anarchon.events import EventBus, Listener
+from anarchon.fleet.controls import pause_job, resume_job, skip_job
+from anarchon.fleet.types import JobControl
 from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job, build_job
-from anarchon.lease_thread import LeaseThread
-from anarchon.leases import LeaseKeeper, safety_margin_ms
-from anarchon.one_off import Once
-from anarchon.overlap_wait import OverlapWait, recheck_interval_ms
-from anarchon.registry import ENV_VAR, resolve_backend
-from anarchon.results import ResultBatcher
-from anarchon.resume_catch_up import ResumeCatchUp
-from anarchon.retry_step import RetrySteps
-from anarchon.run_state import Ending, Phase, Run
-from anarchon.scheduler_thread import SchedulerThread
-from anarchon.schedules import Schedule
-from anarchon.store_batches import StoreBatches
-from anarchon.store_retry import DEFAULT_CALL_TIMEOUT_S, GAVE_UP, StorePolicy
-from anarchon.store_time import StoreTime
-from anarchon.tasks import TaskSet
-from anarchon.types import ClaimInput, RunRecord, StoredResult
-from anarchon.wakeup import DEFAULT_CLAIM_AHEAD_MS, MAX_CLAIM_AHEAD_MS, WakeUpLoop
+from anarchon.schedules import Once, Schedule
+from anarchon.sync import SchedulerThread, use_scheduler_type
+from anarchon.types import RunRecord
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -77,57 +59,10 @@ __all__ = ["DEFAULT_MAX_IN_FLIGHT", "Scheduler", "SchedulerThread"]
 T = TypeVar("T")
 H = TypeVar("H", bound=Handler)
 
-_UNSET: Any = object()
 _PREPARE_BATCH = 256
-_JOIN_S = 0.05
-"""``stop()`` waits at least this long for the lease thread and for the backend to close."""
-_LANDING_WAIT_S = 1.0
-"""How long new claims wait at most for this instance's finishes in flight."""
 
 DEFAULT_MAX_IN_FLIGHT = 8
 """Store operations one scheduler has in flight at most, unless ``max_in_flight`` says otherwise."""
-
-
-def _default_instance_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(2)}"
-
-
-_TOKEN_PREFIX = secrets.token_hex(8)
-_token_counter = itertools.count(1)
-
-
-def _new_token() -> str:
-    """A claim token unique to this attempt: a random per-process prefix plus a counter.
-
-    Uniqueness is all a token needs; this avoids a system call per claim.
-    """
-    return f"{_TOKEN_PREFIX}{next(_token_counter):x}"
-
-
-class _Parts:
-    """The running parts of a started scheduler (built by ``start()``, dropped by ``stop()``)."""
-
-    def __init__(
-        self,
-        policy: StorePolicy,
-        claims: ClaimBatcher,
-        executor: RunExecutor,
-        results: ResultBatcher,
-        keeper: LeaseKeeper | None,
-        wakeups: WakeUpLoop,
-        fleet: FleetSync,
-    ) -> None:
-        self.policy = policy
-        self.claims = claims
-        self.executor = executor
-        self.results = results
-        self.keeper = keeper
-        self.wakeups = wakeups
-        self.fleet = fleet
-
-
-_DRAIN_RELIST_S = 0.05
-"""How often ``stop()``'s wait for the runs and store work left lists them again."""
 
 
 class Scheduler(JobDeclarations):
@@ -139,7 +74,7 @@ class Scheduler(JobDeclarations):
     ``gc_freeze`` (default True): the first ``start()`` in the process of a
     scheduler with at least 1,000 jobs calls ``gc.freeze()``, so the cyclic
     garbage collector stops walking the jobs on every burst of slots
-    (:mod:`anarchon.gc_tuning`, docs/operations.md "Many jobs in one process").
+    (:mod:`anarchon._scheduler.gc_tuning`, docs/operations.md "Many jobs in one process").
     ``claim_ahead`` (lease backends, default 2 s, at most 4 s, 0 turns it off):
     each slot is claimed this long before its fire time (at most a quarter of
     the gap to the job's next slot) and its handler starts at the fire time,
@@ -158,14 +93,14 @@ class Scheduler(JobDeclarations):
         instance_id: str | None = None,
         clock: Clock | None = None,
         logger: logging.Logger | None = None,
-        lease: Duration = _UNSET,
-        heartbeat: Duration = _UNSET,
+        lease: Duration = UNSET,
+        heartbeat: Duration = UNSET,
         stop_grace: Duration = 10,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         fleet_refresh: Duration = DEFAULT_REFRESH_MS / 1000,
         control_cache: Duration = DEFAULT_CONTROL_CACHE_S,
         gc_freeze: bool = True,
-        claim_ahead: Duration = _UNSET,
+        claim_ahead: Duration = UNSET,
     ) -> None:
         self._owns_backend = not isinstance(backend, Backend)
         self._url: str | None = (
@@ -178,42 +113,15 @@ class Scheduler(JobDeclarations):
         self._implicit_memory = backend is None and not os.environ.get(ENV_VAR, "").strip()
         self.backend: Backend = resolve_backend(backend)
         self._runs: RunStore | None = self.backend.runs
-        if self._runs is None:
-            given = [
-                n
-                for n, v in (
-                    ("lease", lease),
-                    ("heartbeat", heartbeat),
-                    ("claim_ahead", claim_ahead),
-                )
-                if v is not _UNSET
-            ]
-            if given:
-                raise UnsupportedError(
-                    f"scheduler option(s) {', '.join(given)} need a backend with leases;"
-                    f" backend {self.backend.name!r} has none"
-                )
-        self.lease_ms = 30_000 if lease is _UNSET else _config_ms(lease, "lease")
-        self.heartbeat_ms = (
-            self.lease_ms // 3 if heartbeat is _UNSET else _config_ms(heartbeat, "heartbeat")
+        leases = self._runs is not None
+        self.lease_ms, self.heartbeat_ms = lease_timings(
+            self.backend.name, leases, lease, heartbeat, claim_ahead
         )
-        if self.heartbeat_ms >= self.lease_ms:
-            raise InvalidConfigError(
-                f"heartbeat ({self.heartbeat_ms} ms) must be shorter than lease ({self.lease_ms} ms)"
-            )
-        self.stop_grace_ms = _config_ms(stop_grace, "stop_grace", allow_zero=True)
-        self.claim_ahead_ms = (
-            (DEFAULT_CLAIM_AHEAD_MS if self._runs is not None else 0)
-            if claim_ahead is _UNSET
-            else _config_ms(claim_ahead, "claim_ahead", allow_zero=True)
-        )
+        self.stop_grace_ms = config_ms(stop_grace, "stop_grace", allow_zero=True)
+        self.claim_ahead_ms = claim_ahead_ms(leases, claim_ahead)
         """How long before its fire time a slot is claimed (lease backends; docs/operations.md)."""
-        if self.claim_ahead_ms > MAX_CLAIM_AHEAD_MS:
-            raise InvalidConfigError(
-                f"claim_ahead must be at most {MAX_CLAIM_AHEAD_MS} ms, got {self.claim_ahead_ms} ms"
-            )
-        self.fleet_refresh_ms = _config_ms(fleet_refresh, "fleet_refresh")
-        self.control_cache_ms = _config_ms(control_cache, "control_cache", allow_zero=True)
+        self.fleet_refresh_ms = config_ms(fleet_refresh, "fleet_refresh")
+        self.control_cache_ms = config_ms(control_cache, "control_cache", allow_zero=True)
         if (
             isinstance(max_in_flight, bool)
             or not isinstance(max_in_flight, int)
@@ -226,10 +134,10 @@ class Scheduler(JobDeclarations):
         if not isinstance(gc_freeze, bool):
             raise InvalidConfigError(f"gc_freeze must be True or False, got {gc_freeze!r}")
         self.gc_freeze = gc_freeze
-        """Freeze the objects alive at the first start of a scheduler with many jobs (:mod:`anarchon.gc_tuning`)."""
+        """Freeze the objects alive at the first start of a scheduler with many jobs (:mod:`anarchon._scheduler.gc_tuning`)."""
         if instance_id is not None and (not isinstance(instance_id, str) or not instance_id):
             raise InvalidConfigError("instance_id must be a non-empty string")
-        self.instance_id = instance_id or _default_instance_id()
+        self.instance_id = instance_id or default_instance_id()
         self.clock: Clock = clock or SystemClock()
         self.log = logger or logging.getLogger("anarchon.scheduler")
         self._store_log = (
@@ -240,7 +148,7 @@ class Scheduler(JobDeclarations):
         self._jobs: dict[str, Job] = {}
         self._time = StoreTime(self.clock, self._clock_source())
         self._tasks = TaskSet()
-        self._parts: _Parts | None = None
+        self._parts: Parts | None = None
         self._wakeups: WakeUpLoop | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
@@ -389,8 +297,6 @@ class Scheduler(JobDeclarations):
 
     async def _open(self) -> None:
         """Connect, build the parts and prepare the jobs (no background loop yet)."""
-        from anarchon import _core
-
         if self._implicit_memory:
             self.log.warning(
                 "anarchon: no backend given and %s is not set: using memory://, so every"
@@ -400,16 +306,30 @@ class Scheduler(JobDeclarations):
             )
         await self._ensure_init()
         self._stopping = False
-        parts = self._build(_core.Timetable(self.instance_id))
-        try:
-            async with parts.policy.gate:
-                await self._time.sync()
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            if not parts.policy.is_transient(error):
-                raise
-            parts.policy.note_outage(error)
+        parts = build_parts(
+            backend=self.backend,
+            runs=self._runs,
+            url=self._url,
+            jobs=self._jobs,
+            timetable=_core.Timetable(self.instance_id),
+            policy=self._new_policy(),
+            store_time=self._time,
+            tasks=self._tasks,
+            events=self.events,
+            clock=self.clock,
+            log=self.log,
+            instance_id=self.instance_id,
+            lease_ms=self.lease_ms,
+            heartbeat_ms=self.heartbeat_ms,
+            claim_ahead_ms=self.claim_ahead_ms,
+            fleet_refresh_ms=self.fleet_refresh_ms,
+            control_cache_ms=self.control_cache_ms,
+            call_timeout_s=self.call_timeout_s,
+            on_drift=self._on_drift,
+            still_owner=self._still_owner,
+            due_log=lambda: self._due_log,
+        )
+        if not await sync_under(self._time, parts.policy):
             self._time.postpone()
         self._parts = parts
         self._wakeups = parts.wakeups
@@ -425,146 +345,6 @@ class Scheduler(JobDeclarations):
         except BaseException:
             self._parts = self._wakeups = None
             raise
-
-    def _build(self, timetable: Any) -> _Parts:
-        """The parts of a started scheduler, wired to each other."""
-        policy = self._new_policy()
-        batches = StoreBatches(self.backend, policy)
-        tasks = self._tasks
-        fleet = FleetSync(
-            backend=self.backend,
-            instance_id=self.instance_id,
-            jobs=self._jobs,
-            policy=policy,
-            clock=self.clock,
-            log=self.log,
-            refresh_ms=self.fleet_refresh_ms,
-            control_cache_s=self.control_cache_ms / 1000,
-            on_drift=self._on_drift,
-        )
-        results: ResultBatcher
-        retries = RetrySteps(
-            backend=self.backend,
-            policy=policy,
-            instance_id=self.instance_id,
-            lease_ms=self.lease_ms,
-            clock=self.clock,
-            now_ms=self._time.now_ms,
-            new_token=_new_token,
-            log=self.log,
-        )
-        executor = RunExecutor(
-            instance_id=self.instance_id,
-            now_ms=self._time.now_ms,
-            tasks=tasks,
-            log=self.log,
-            on_ended=lambda run, outcome: results.submit(run, outcome),
-            owner_check=self._still_owner if self._runs is not None else None,
-            retries=retries.run,
-            skip_check=fleet.skip_reason,
-            max_wait_ms=self.claim_ahead_ms,
-            registered=lambda job: self._jobs.get(job.name) is job,
-        )
-        results = ResultBatcher(
-            instance_id=self.instance_id,
-            batches=batches,
-            policy=policy,
-            clock=self.clock,
-            tasks=tasks,
-            log=self.log,
-            on_stored=executor.ended,
-            busy=executor.launching,
-        )
-        keeper: LeaseKeeper | None = None
-        claims: ClaimBatcher
-
-        def backup(run: Run, lease_expires_at: int | None) -> None:
-            assert keeper is not None
-            keeper.add_backup(run, lease_expires_at)
-
-        claims = ClaimBatcher(
-            instance_id=self.instance_id,
-            lease_ms=self.lease_ms,
-            batches=batches,
-            policy=policy,
-            clock=self.clock,
-            tasks=tasks,
-            log=self.log,
-            on_won=executor.start,
-            on_backup=backup,
-            local_lease_ms=self.lease_ms - safety_margin_ms(self.lease_ms, self.heartbeat_ms),
-            before_claims=lambda: results.landed(_LANDING_WAIT_S),
-            on_early=self._time.resync_soon,
-        )
-        if self._runs is not None and self._runs.overlap_wait:
-            claims.waiter = OverlapWait(
-                submit=claims.submit,
-                store_now=self._time.now_ms,
-                clock=self.clock,
-                tasks=tasks,
-                interval_ms=recheck_interval_ms(self.heartbeat_ms),
-                call_timeout_ms=int(self.call_timeout_s * 1000),
-                log=self.log,
-                lead_ms=self.claim_ahead_ms,
-                holds=executor.holds,
-            )
-            executor.after_end = claims.waiter.local_ended
-        if self._runs is not None:
-            keeper = LeaseKeeper(
-                lease_ms=self.lease_ms,
-                heartbeat_ms=self.heartbeat_ms,
-                batches=batches,
-                policy=policy,
-                clock=self.clock,
-                store_now=self._time.now_ms,
-                active=executor.active,
-                log=self.log,
-                cancel=executor.cancel,
-                recheck=claims.submit,
-                tasks=tasks,
-            )
-            keeper.thread = self._lease_thread(keeper, executor)
-        leased = self._runs is not None
-
-        async def settle() -> None:
-            # Before new claims: handlers already queued start first (the ready queue is FIFO)
-            # and the finishes of runs that ended land, so an overlap=False slot is not skipped
-            # only because this instance lags behind its own earlier runs.
-            if executor.active:
-                await asyncio.sleep(0)
-                await results.landed(_LANDING_WAIT_S)
-
-        wakeups = WakeUpLoop(
-            timetable=timetable,
-            jobs=self._jobs,
-            store_time=self._time,
-            policy=policy,
-            leases=leased,
-            log=self.log,
-            new_run=lambda job, slot, deadline: Run(
-                job, slot, _new_token(), deadline, leased=leased
-            ),
-            submit=self._submitter(claims),
-            settle=settle if leased else None,
-            before_claims=fleet.refresh_controls,
-            lead_ms=self.claim_ahead_ms,
-        )
-        if leased:  # catch_up needs leases: claim-only backends never re-run a paused slot
-            catch_up = ResumeCatchUp(
-                jobs=self._jobs,
-                scheduled=lambda name: name in timetable,
-                now_ms=self._time.now_ms,
-                history=self.backend.history,
-                new_run=wakeups.new_run,
-                submit=wakeups.submit,
-                log=self.log,
-            )
-            fleet.on_controls = catch_up.check
-            wakeups.watch = lambda: catch_up.watching
-        claims.events = executor.events = results.events = wakeups.events = self.events
-        if keeper is not None:
-            keeper.events = self.events
-        return _Parts(policy, claims, executor, results, keeper, wakeups, fleet)
 
     async def run_due(self) -> list[RunRecord]:
         """Claim and run every slot due by the clock now; return when they ended (for tests).
@@ -595,7 +375,7 @@ class Scheduler(JobDeclarations):
         self.events.start()
         parts = self._parts
         assert parts is not None
-        await self._sync_for_call(parts.policy)
+        await sync_under(self._time, parts.policy)
         for job in list(self._jobs.values()):
             if job.enabled and job.name not in parts.wakeups.timetable:
                 await self._activate(job)
@@ -605,34 +385,14 @@ class Scheduler(JobDeclarations):
             self._jobs,
             self._time.now_ms(),
             lambda job, slot, deadline: Run(
-                job, slot, _new_token(), deadline, leased=self._runs is not None
+                job, slot, new_token(), deadline, leased=self._runs is not None
             ),
         )
         parts.claims.submit(due)
         runs = [*submitted, *due]
         loop = asyncio.get_running_loop()
-        await self._drain(parts, loop.time() + 3600)
-        wanted: dict[str, set[int]] = {}
-        for run in runs:
-            wanted.setdefault(run.job.name, set()).add(run.slot)
-        records: list[RunRecord] = []
-        for name, slots in wanted.items():
-            known = self._jobs.get(name)
-            budget = known.attempt_budget if known is not None else 1
-            found = await self.backend.history(name, len(slots) * (budget + 1) + 10)
-            records.extend(r for r in found if r.slot in slots and not r.manual)
-        records.sort(key=lambda r: (r.slot, r.attempt, r.job))
-        return records
-
-    def _submitter(self, claims: ClaimBatcher) -> Callable[[Sequence[Run]], None]:
-        """The wake-up loop's way to claim: the claim batcher (``run_due()`` also notes the runs)."""
-
-        def submit(runs: Sequence[Run]) -> None:
-            if self._due_log is not None:
-                self._due_log.extend(runs)
-            claims.submit(runs)
-
-        return submit
+        await drain(self._tasks, parts, loop.time() + 3600)
+        return await due_records(self.backend, self._jobs, runs)
 
     async def stop(self) -> None:
         """Stop claiming, wait ``stop_grace`` for running handlers, then hand the rest over.
@@ -653,7 +413,7 @@ class Scheduler(JobDeclarations):
         if not self._started:
             manual = self._parts
             if manual is not None:  # driven by run_due()
-                await self._drain(manual, asyncio.get_running_loop().time() + 5)
+                await drain(self._tasks, manual, asyncio.get_running_loop().time() + 5)
                 await self._tasks.cancel_loops()
                 self._parts = self._wakeups = None
                 if self._owns_backend:
@@ -674,20 +434,17 @@ class Scheduler(JobDeclarations):
         loop = asyncio.get_running_loop()
         grace_end = loop.time() + self.stop_grace_ms / 1000
         budget_end = grace_end + self.call_timeout_s
-        if not await self._drain(parts, grace_end):
-            for run in list(parts.executor.active.values()):
-                if run.phase is Phase.RUNNING:
-                    if run.leased and run.ending is None:
-                        run.ending = Ending.HAND_OVER
-                    parts.executor.cancel(run, "stop")
-            for task in self._tasks.work():
-                if task.get_name() not in ("anarchon-results", "anarchon-heartbeats"):
-                    task.cancel()
-            call_s = self.call_timeout_s
-            if not await self._drain(parts, loop.time() + call_s) and parts.executor.alive():
-                await self._wait_for_live_handlers(parts, call_s)
+        await drain_for_stop(
+            self._tasks,
+            parts,
+            self.log,
+            grace_end=grace_end,
+            stop_grace_s=self.stop_grace_ms / 1000,
+            call_timeout_s=self.call_timeout_s,
+            lease_ms=self.lease_ms,
+        )
         if parts.keeper is not None and parts.keeper.thread is not None:
-            await parts.keeper.thread.stop(max(_JOIN_S, budget_end - loop.time()))
+            await parts.keeper.thread.stop(max(JOIN_S, budget_end - loop.time()))
         await self._tasks.cancel_loops()
         await self.events.stop()
         self._started = False
@@ -695,102 +452,13 @@ class Scheduler(JobDeclarations):
         self.log.info("anarchon scheduler %s stopped", self.instance_id)
         if self._owns_backend:
             self._initialised = False
-            await self._close_within(max(_JOIN_S, budget_end - loop.time()))
-
-    async def _wait_for_live_handlers(self, parts: _Parts, call_s: float) -> None:
-        """``stop()``'s last wait: handlers that outlive their cancellation keep their lease."""
-        loop = asyncio.get_running_loop()
-        wait_s = self.stop_grace_ms / 1000
-        for run in parts.executor.alive():
-            self.log.warning(
-                "anarchon: %s slot %d attempt %d still runs after stop() cancelled it; its lease"
-                " is kept, not released, while the handler lives; stop() waits up to %g s more",
-                run.job.name,
-                run.slot,
-                run.attempt,
-                wait_s,
-            )
-        end = loop.time() + wait_s
-        while parts.executor.alive() and loop.time() < end:
-            await self._drain(parts, min(end, loop.time() + 0.05))
-        left = parts.executor.alive()
-        for run in left:
-            self.log.error(
-                "anarchon: %s slot %d attempt %d still runs; stop() returns without releasing"
-                " its lease, which expires %d ms after its last renewal",
-                run.job.name,
-                run.slot,
-                run.attempt,
-                self.lease_ms,
-            )
-            run.abandoned = True
-            if run.task is not None:
-                run.task.cancel()
-        await self._drain(parts, loop.time() + call_s)
-
-    def _lease_thread(self, keeper: LeaseKeeper, executor: RunExecutor) -> LeaseThread | None:
-        """The lease thread, on a backend of its own; None keeps heartbeats on this loop."""
-        other = self.backend.clone()
-        if other is None and self._url is not None:
-            try:
-                other = resolve_backend(self._url)
-            except Exception as error:
-                self.log.warning(
-                    "anarchon: heartbeats stay on the scheduler's loop: no second backend (%s)",
-                    error,
-                )
-                return None
-        if other is None or other.runs is None:
-            return None
-        return LeaseThread(
-            backend=other,
-            owns_backend=other is not self.backend,
-            lease_ms=self.lease_ms,
-            heartbeat_ms=self.heartbeat_ms,
-            local_lease_s=keeper.local_lease_s,
-            call_timeout_s=self.call_timeout_s,
-            active=executor.active,
-            log=self.log,
-            on_refused=keeper.refused_by_thread,
-            on_error=keeper.thread_result,
-        )
+            await close_within(self.backend, self.log, max(JOIN_S, budget_end - loop.time()))
 
     async def _still_owner(self, run: Run) -> bool:
         parts = self._parts
         if parts is None or parts.keeper is None:
             return False
         return await parts.keeper.still_owner(run)
-
-    async def _drain(self, parts: _Parts, until: float) -> bool:
-        """Wait until no run and no store work is left, or the loop time ``until``."""
-        loop = asyncio.get_running_loop()
-        while True:
-            parts.results.flush()
-            work = self._tasks.work() | parts.executor.tasks_running()
-            if not work and not parts.executor.active:
-                return True
-            left = until - loop.time()
-            if left <= 0:
-                return False
-            if work:
-                # All of them, re-listed at most every 50 ms: re-listing after each one ended
-                # walked every active run per ended run (stop() of a wave of 10,000 took 8 s).
-                await asyncio.wait(work, timeout=min(left, _DRAIN_RELIST_S))
-            else:
-                await asyncio.sleep(min(left, 0.005))
-
-    async def _close_within(self, seconds: float) -> None:
-        """Close the backend, giving up after ``seconds`` (a dead store must not hold ``stop()``)."""
-        closing = asyncio.ensure_future(self.backend.close())
-        done, _pending = await asyncio.wait({closing}, timeout=seconds)
-        if closing in done:
-            closing.result()
-        else:  # not cancelled: a driver may take long to cancel, too
-            self.log.warning(
-                "anarchon: closing store %s took longer than %g s; its connections are abandoned",
-                self.backend.name,
-                seconds,
-            )
 
     async def close(self) -> None:
         """Close the backend's connections after ``stop()`` (or after reads without ``start()``).
@@ -822,48 +490,16 @@ class Scheduler(JobDeclarations):
         await self._ensure_init()
         policy = self._policy()
         if not self._started:
-            await self._sync_for_call(policy)
-        token = _new_token()
-        slot = self._time.now_ms()
-        claim = ClaimInput(
-            name, slot, token, self.instance_id, job.history_size, job.history_ttl_ms
-        )
-        chosen = await policy.call(lambda: self.backend.record_manual_run(claim))
-        if chosen is GAVE_UP:
-            raise _gave_up(self.backend)
-        if chosen is not None:
-            slot = chosen
-        run = Run(job, slot, token, slot, leased=False)
-        run.attempt = 1
-        run.ctx = RunContext(name, slot, self.instance_id, 1, token, manual=True)
-        run.task = asyncio.current_task()
-        executor = RunExecutor(
+            await sync_under(self._time, policy)
+        return await run_manually(
+            job,
+            backend=self.backend,
+            policy=policy,
             instance_id=self.instance_id,
+            token=new_token(),
             now_ms=self._time.now_ms,
             tasks=self._tasks,
             log=self.log,
-            on_ended=lambda _run, _outcome: None,
-        )
-        status, error, started, finished = await executor.invoke(run)
-        result = StoredResult(
-            slot, token, self.instance_id, status, started, finished, error, 1, True
-        )
-        saved = await policy.complete(
-            lambda: self.backend.save_result(name, result, job.history_size, job.history_ttl_ms)
-        )
-        if not saved:
-            raise _gave_up(self.backend)
-        return RunRecord(
-            job=name,
-            slot=slot,
-            instance_id=self.instance_id,
-            status=status,
-            attempt=1,
-            manual=True,
-            started_at=started,
-            finished_at=finished,
-            duration_ms=finished - started,
-            error=error,
         )
 
     async def history(self, name: str, limit: int = 20) -> list[RunRecord]:
@@ -910,26 +546,16 @@ class Scheduler(JobDeclarations):
 
         ``fingerprints`` maps each fingerprint to the number of instances that hold it.
         """
-        mine = (
-            self._parts.fleet._fingerprint(self._jobs[job])
-            if self._parts and job in self._jobs
-            else None
-        )
-        self.log.warning(
-            "anarchon: schedule drift for job %s: instances declare different schedules"
-            " (fingerprint: instances %s; this instance: %s)",
+        parts = self._parts
+        report_drift(
+            self.log,
+            self.events,
+            self.instance_id,
+            self._jobs.get(job),
             job,
-            ", ".join(f"{fp}: {n}" for fp, n in fingerprints.items()),
-            mine,
-            extra={"job": job, "fingerprints": fingerprints, "instance": self.instance_id},
-        )
-        known = self._jobs.get(job)
-        self.events.emit(
-            "schedule_drift",
+            fingerprints,
+            parts.fleet if parts is not None else None,
             self._time.now_ms(),
-            job,
-            zone=job_zone(known) if known is not None else "UTC",
-            details={"fingerprints": dict(fingerprints), "this_instance": mine},
         )
 
     # Internals -------------------------------------------------------
@@ -969,7 +595,7 @@ class Scheduler(JobDeclarations):
         """The per-call timeout of every store call (docs/leases.md, "Stopping").
 
         One heartbeat interval on lease backends (a renewal slower than that
-        is already late); :data:`~anarchon.store_retry.DEFAULT_CALL_TIMEOUT_S`
+        is already late); :data:`~anarchon._scheduler.store_retry.DEFAULT_CALL_TIMEOUT_S`
         otherwise. A claim's timeout is cut short by its slot's deadline.
         """
         return self.heartbeat_ms / 1000 if self.leases else DEFAULT_CALL_TIMEOUT_S
@@ -984,17 +610,6 @@ class Scheduler(JobDeclarations):
         )
         policy.events = self.events
         return policy
-
-    async def _sync_for_call(self, policy: StorePolicy) -> None:
-        try:
-            async with policy.gate:
-                await self._time.sync()
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            if not policy.is_transient(error):
-                raise
-            policy.note_outage(error)
 
     async def _activate(self, job: Job) -> None:
         """Prepare a job in the store, then put it in the timetable.
@@ -1026,12 +641,4 @@ class Scheduler(JobDeclarations):
                 self._tasks.spawn(parts.fleet.declare([job]), "anarchon-fleet-declare")
 
 
-def _gave_up(backend: Backend) -> Exception:
-    return BackendUnavailableError(f"store {backend.name} unreachable while stopping")
-
-
-def _config_ms(value: Duration, what: str, *, allow_zero: bool = False) -> int:
-    try:
-        return to_ms(value, what=what, allow_zero=allow_zero)
-    except InvalidJobError as error:
-        raise InvalidConfigError(error.message) from None
+use_scheduler_type(Scheduler)

@@ -1,10 +1,16 @@
-"""anarchon for sync programs: :class:`SyncScheduler` (docs/sync.md).
+"""anarchon for sync programs: :class:`SyncScheduler` and :class:`SchedulerThread` (docs/sync.md).
 
 The scheduler runs on its own event loop in a background thread; every
 method here is a plain blocking call, safe from any thread, that runs the
 matching coroutine on that loop. A backend's connections are opened on the
 scheduler's loop and only ever used there, so reads from a Django or Flask
 request thread never touch a connection of another loop.
+
+Layering: :mod:`anarchon.scheduler` imports this module (``start_in_thread()``
+returns a :class:`SchedulerThread`), so this module does not import it back.
+The class that ``SyncScheduler(backend, **options)`` builds is handed in by
+:mod:`anarchon.scheduler` through :func:`use_scheduler_type` when it is
+imported (``import anarchon`` always imports it).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from anarchon.declaring import JobDeclarations
+from anarchon._scheduler.declaring import JobDeclarations
 from anarchon.errors import InvalidConfigError
 from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job
@@ -27,10 +33,19 @@ if TYPE_CHECKING:
 
     from anarchon.scheduler import Scheduler
 
-__all__ = ["SchedulerLoop", "SyncScheduler"]
+__all__ = ["SchedulerLoop", "SchedulerThread", "SyncScheduler", "use_scheduler_type"]
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Handler)
+
+_scheduler_type: type[Scheduler] | None = None
+"""The class ``SyncScheduler(backend, **options)`` builds (set once by :mod:`anarchon.scheduler`)."""
+
+
+def use_scheduler_type(kind: type[Scheduler]) -> None:
+    """Build ``kind`` for ``SyncScheduler(backend, **options)``; :mod:`anarchon.scheduler` passes ``Scheduler``."""
+    global _scheduler_type
+    _scheduler_type = kind
 
 
 class SchedulerLoop:
@@ -129,9 +144,8 @@ class SyncScheduler(JobDeclarations):
         if scheduler is not None and (backend is not None or options):
             raise InvalidConfigError("pass either scheduler= or the Scheduler's own arguments")
         if scheduler is None:
-            from anarchon.scheduler import Scheduler  # scheduler.py imports this module
-
-            scheduler = Scheduler(backend, **options)
+            assert _scheduler_type is not None, "anarchon.scheduler registers it on import"
+            scheduler = _scheduler_type(backend, **options)
         self.scheduler: Scheduler = scheduler
         self._runner = SchedulerLoop()
         self._running = False
@@ -218,6 +232,18 @@ class SyncScheduler(JobDeclarations):
     def run_now(self, name: str, timeout: float | None = None) -> RunRecord:
         """``Scheduler.run_now``: run the handler here and now, recorded as a manual run."""
         return self._runner.call(lambda: self.scheduler.run_now(name), timeout)
+
+
+class SchedulerThread(SyncScheduler):
+    """A scheduler running on its own event loop in a daemon thread (see ``start_in_thread``).
+
+    Every method of :class:`~anarchon.SyncScheduler` works on it, from any
+    thread: ``history()``, ``last_run()``, ``run_now()``, ``add()``,
+    ``remove()`` and ``stop()`` (docs/sync.md).
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        super().__init__(scheduler=scheduler)
 
 
 def _wrap(action: Callable[[], T]) -> Callable[[], Coroutine[Any, Any, T]]:

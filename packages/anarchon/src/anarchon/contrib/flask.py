@@ -32,6 +32,7 @@ import click
 from flask import Flask
 from flask.cli import AppGroup
 
+from anarchon.contrib._serve import serve_until_signal
 from anarchon.durations import Duration
 from anarchon.errors import InvalidConfigError
 from anarchon.job_options import JobOptions
@@ -137,8 +138,6 @@ class Anarchon:
         @group.command("run")
         def run() -> None:
             """Run the scheduler until SIGTERM/SIGINT; running jobs are handed over."""
-            from anarchon.contrib._serve import serve_until_signal
-
             serve_until_signal(self.scheduler, click.echo)
 
         return group

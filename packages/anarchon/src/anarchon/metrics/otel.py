@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from anarchon import _core
 from anarchon.errors import UnsupportedError
 from anarchon.metrics._feed import attach_sink
 
@@ -39,9 +40,7 @@ class OtelMetrics:
     """
 
     def __init__(self, meter_provider: otel_metrics.MeterProvider | None = None) -> None:
-        from anarchon import __version__
-
-        meter = otel_metrics.get_meter("anarchon", __version__, meter_provider=meter_provider)
+        meter = otel_metrics.get_meter("anarchon", _core.__version__, meter_provider=meter_provider)
         self.runs = meter.create_counter("anarchon.runs", "{run}", "Runs ended and recorded")
         self.duration = meter.create_histogram(
             "anarchon.run.duration", "s", "How long each run's handler ran"

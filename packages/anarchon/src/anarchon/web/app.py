@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from anarchon.backend import Backend
+from anarchon.backend.base import Backend
 from anarchon.errors import (
     AnarchonError,
     BackendUnavailableError,

@@ -1,6 +1,6 @@
 """The status page's data from a :class:`~anarchon.Backend` (the one adapter to the store).
 
-Jobs come from the fleet registry through :func:`anarchon.status.fleet_status`.
+Jobs come from the fleet registry through :func:`anarchon.fleet.status.fleet_status`.
 The jobs it was given (``jobs=``, or those of a :class:`~anarchon.Scheduler`)
 that no instance declares, or all of them on a backend without a registry,
 are shown from history and leases alone. Pause and resume write the fleet-wide control of the job.
@@ -13,11 +13,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from anarchon.backend import Backend
+from anarchon.backend.base import Backend
+from anarchon.backend.registry import resolve_backend
 from anarchon.errors import InvalidConfigError, UnsupportedError
-from anarchon.fleet_types import JobControl
-from anarchon.registry import resolve_backend
-from anarchon.status import JobStatus, LastRun, fleet_status, store_now_ms, unknown_jobs_error
+from anarchon.fleet.status import JobStatus, LastRun, fleet_status, store_now_ms, unknown_jobs_error
+from anarchon.fleet.types import JobControl
 from anarchon.types import ActiveRun, RunRecord
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol, runtime_checkable
 
-from anarchon.fleet_types import JobControl
-from anarchon.status import JobStatus
+from anarchon.fleet.status import JobStatus
+from anarchon.fleet.types import JobControl
 from anarchon.types import ActiveRun, RunRecord
 
 __all__ = ["StatusSource", "control_json", "lease_json", "run_json", "status_json"]

@@ -7,6 +7,9 @@ import threading
 from typing import Any
 
 from django.apps import AppConfig
+from django.core.signals import request_started
+
+from anarchon.contrib.django import load_jobs, settings_of_anarchon
 
 _started = threading.Lock()
 
@@ -19,19 +22,13 @@ class AnarchonConfig(AppConfig):  # type: ignore[misc]  # Django ships no type h
     verbose_name = "anarchon scheduler"
 
     def ready(self) -> None:
-        from anarchon.contrib.django import settings_of_anarchon
-
         if settings_of_anarchon()["AUTOSTART"]:
             # On the first request, not here: management commands (migrate,
             # the runserver reloader's parent) never start a scheduler.
-            from django.core.signals import request_started
-
             request_started.connect(_autostart, dispatch_uid="anarchon-autostart")
 
 
 def _autostart(**kwargs: Any) -> None:
-    from anarchon.contrib.django import load_jobs
-
     if not _started.acquire(blocking=False):
         return
     scheduler = load_jobs()

@@ -6,6 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from anarchon.contrib._serve import serve_until_signal
+from anarchon.contrib.django import load_jobs
 from anarchon.errors import AnarchonError
 
 
@@ -15,9 +17,6 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
     help = "Run the anarchon scheduler until SIGTERM/SIGINT; running jobs are handed over."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from anarchon.contrib._serve import serve_until_signal
-        from anarchon.contrib.django import load_jobs
-
         try:
             scheduler = load_jobs()
             serve_until_signal(scheduler, lambda line: self.stdout.write(line))

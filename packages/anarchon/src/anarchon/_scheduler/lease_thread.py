@@ -1,0 +1,215 @@
+"""The lease thread: renews leases from its own thread, event loop and backend connection.
+
+Heartbeats that share the handlers' event loop stop when a handler blocks
+that loop (an ``async def`` handler calling ``time.sleep``): the lease
+expires and a backup starts beside the blocked handler. The
+:class:`LeaseThread` renews the leases of the runs still live from a thread
+of its own, with its own loop and its own backend (``Backend.clone()``, or a
+second backend built from the same URL), so a blocked loop cannot lose them.
+
+It also watches the scheduler's loop: a loop that has not ticked for longer
+than one heartbeat interval is a stall, logged once, as a stall, with the run
+that was executing on it; its end is logged too.
+
+Everything that changes scheduler state (a refused renewal, an outage) is
+handed back to the scheduler's loop with ``call_soon_threadsafe``; the
+thread only writes ``Run.lease_until`` (a float: one atomic store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from anarchon._scheduler.run_state import Run
+from anarchon._scheduler.store_retry import CallTimeoutError, describe_error
+from anarchon.backend.base import Backend
+from anarchon.types import RunKey
+
+__all__ = ["LeaseThread"]
+
+_POLL_S = 0.05
+"""How often the thread looks at the scheduler's loop and at its own schedule, at most."""
+
+
+class LeaseThread:
+    """Renews held leases off the scheduler's loop; detects stalls of that loop."""
+
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        owns_backend: bool,
+        lease_ms: int,
+        heartbeat_ms: int,
+        local_lease_s: float,
+        call_timeout_s: float,
+        active: dict[tuple[str, int], Run],
+        log: logging.Logger,
+        on_refused: Callable[[Sequence[Run]], None],
+        on_error: Callable[[tuple[Sequence[Run], BaseException | None]], None],
+    ) -> None:
+        self.backend = backend
+        self.owns_backend = owns_backend
+        self.lease_ms = lease_ms
+        self.interval_s = heartbeat_ms / 1000
+        self.local_lease_s = local_lease_s
+        self.call_timeout_s = call_timeout_s
+        self.active = active
+        self.log = log
+        self.on_refused = on_refused
+        self.on_error = on_error
+        """Called on the scheduler's loop with ``(runs, error)``; ``error`` None: renewed."""
+        self.last_tick = time.monotonic()
+        """Monotonic time of the scheduler loop's last tick (written on that loop)."""
+        self._main: asyncio.AbstractEventLoop | None = None
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._stalled_since: float | None = None
+
+    # On the scheduler's loop ------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread and the loop's tick (call on the scheduler's loop)."""
+        self._main = asyncio.get_running_loop()
+        self._tick()
+        self._thread = threading.Thread(
+            target=self._thread_main, name="anarchon-lease-keeper", daemon=True
+        )
+        self._thread.start()
+
+    def _tick(self) -> None:
+        self.last_tick = time.monotonic()
+        loop = self._main
+        if loop is not None and not self._stop.is_set():
+            self._tick_handle = loop.call_later(min(self.interval_s / 4, 0.25), self._tick)
+
+    async def stop(self, join_s: float) -> None:
+        """Stop renewing (the leases still held then expire); wait up to ``join_s`` for the thread.
+
+        A thread stuck in a store call that does not return is left behind
+        (it is a daemon thread and renews nothing more once it returns).
+        """
+        self._stop.set()
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+        thread = self._thread
+        if thread is not None:
+            await asyncio.to_thread(thread.join, join_s)
+
+    # In the thread ------------------------------------------------------------
+
+    def _thread_main(self) -> None:
+        asyncio.run(self._run())
+
+    async def _run(self) -> None:
+        try:
+            if self.owns_backend:
+                await self.backend.init()
+            next_beat = time.monotonic()
+            while not self._stop.is_set():
+                now = time.monotonic()
+                self._watch_loop(now)
+                if now >= next_beat:
+                    held = [r for r in self._held(now) if r.needs_renewal(now, self.interval_s)]
+                    next_beat = now + self.interval_s
+                    if held and not await self._beat(held):
+                        next_beat = time.monotonic() + self.interval_s / 4
+                await asyncio.sleep(max(0.001, min(_POLL_S, next_beat - time.monotonic())))
+        except Exception as error:  # never silently: heartbeats fall back to nothing
+            self.log.error(
+                "anarchon: the lease keeper thread failed: %s",
+                describe_error(error),
+                exc_info=error,
+            )
+        finally:
+            if self.owns_backend:
+                try:
+                    await self.backend.close()
+                except Exception as error:
+                    self.log.debug("anarchon: closing the lease keeper's backend: %s", error)
+
+    def _held(self, now: float) -> list[Run]:
+        for _ in range(3):
+            try:
+                runs = list(self.active.values())
+                break
+            except RuntimeError:  # changed size while copied
+                continue
+        else:
+            return []
+        return [run for run in runs if run.holds_lease and now < run.lease_until]
+
+    async def _beat(self, held: list[Run]) -> bool:
+        """Renew ``held`` in one ``heartbeat_many``; False after a transient error."""
+        store = self.backend.runs
+        assert store is not None
+        keys = [RunKey(run.job.name, run.slot, run.token) for run in held]
+        sent = time.monotonic()
+        try:
+            answers = await asyncio.wait_for(
+                store.heartbeat_many(keys, self.lease_ms), self.call_timeout_s
+            )
+        except asyncio.CancelledError:
+            raise
+        except asyncio.TimeoutError:
+            self._post(self.on_error, (held, CallTimeoutError(self.call_timeout_s)))
+            return False
+        except Exception as error:
+            self._post(self.on_error, (held, error))
+            return False
+        self._post(self.on_error, (held, None))
+        lease_until = sent + self.local_lease_s
+        refused: list[Run] = []
+        for run, key, ok in zip(held, keys, answers):  # noqa: B905 - a short answer renews fewer
+            if run.token != key.token:
+                continue  # a retry started the run's next attempt meanwhile (a new lease)
+            if ok:
+                if run.holds_lease:
+                    run.lease_until = lease_until
+            else:
+                refused.append(run)
+        if refused:
+            self._post(self.on_refused, refused)
+        return True
+
+    def _watch_loop(self, now: float) -> None:
+        """Log a stall of the scheduler's loop once, when it exceeds one heartbeat interval."""
+        behind = now - self.last_tick
+        if behind > self.interval_s:
+            if self._stalled_since is None:
+                self._stalled_since = self.last_tick
+                self.log.warning(
+                    "anarchon: loop stall: the scheduler's event loop has been blocked for %.1f s%s;"
+                    " an async handler must not block (use a sync handler or asyncio.to_thread);"
+                    " the lease keeper thread keeps the leases",
+                    behind,
+                    self._running_on_loop(),
+                )
+        elif self._stalled_since is not None:
+            self.log.warning(
+                "anarchon: loop stall over: the scheduler's event loop was blocked for %.1f s",
+                self.last_tick - self._stalled_since,
+            )
+            self._stalled_since = None
+
+    def _running_on_loop(self) -> str:
+        loop = self._main
+        task = asyncio.current_task(loop) if loop is not None else None
+        if task is None:
+            return ""
+        for run in self._held(time.monotonic()) or []:
+            if run.task is task:
+                return f" while running {run.job.name} slot {run.slot} attempt {run.attempt}"
+        return f" in task {task.get_name()}"
+
+    def _post(self, action: Callable[..., None], arg: object) -> None:
+        loop = self._main
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(action, arg)

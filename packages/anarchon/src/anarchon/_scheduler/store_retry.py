@@ -1,0 +1,226 @@
+"""The store retry policy (docs/concepts.md, "Errors"): what is retried, what reaches you.
+
+Every store call of the scheduler goes through :class:`StorePolicy`:
+
+- at most ``max_in_flight`` store operations are in flight at once (a batch
+  call is one operation), whatever the driver's pool size;
+- an error for which ``backend.is_transient(error)`` is True is retried with
+  backoff, and an outage is logged once, when it starts, and once when it ends;
+- every other error is raised to the caller unchanged, with its code;
+- every attempt runs under a per-call timeout (:attr:`StorePolicy.call_timeout_s`,
+  cut short by the call's deadline): a call that times out counts as a
+  transient error and is retried with the same request (the same tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from anarchon.backend.base import Backend
+from anarchon.errors import AnarchonError
+from anarchon.events import NO_EVENTS, EventBus
+
+__all__ = ["DEFAULT_CALL_TIMEOUT_S", "GAVE_UP", "CallTimeoutError", "StorePolicy", "describe_error"]
+
+T = TypeVar("T")
+
+GAVE_UP: Any = object()
+"""Returned by :meth:`StorePolicy.call` when its deadline passed before the store answered."""
+
+_HAS_TIMEOUT = sys.version_info >= (3, 11)
+_FIRST_DELAY_S = 0.05
+_MAX_DELAY_S = 5.0
+_LOGGED_ONCE_LIMIT = 1000
+
+
+DEFAULT_CALL_TIMEOUT_S = 10.0
+"""Per-call timeout of a scheduler without leases (with leases: one heartbeat interval)."""
+
+
+class CallTimeoutError(TimeoutError):
+    """A store call that did not answer within its per-call timeout (a transient error)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer within {seconds:g} s (timeout)")
+        self.seconds = seconds
+
+
+def describe_error(error: BaseException) -> str:
+    """What was observed: a timeout, a refused or reset connection, else ``Type: message``."""
+    if isinstance(error, CallTimeoutError):
+        return str(error)
+    if isinstance(error, ConnectionRefusedError):
+        return f"connection refused: {error}"
+    if isinstance(error, ConnectionResetError):
+        return f"connection reset: {error}"
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError)) and not str(error):
+        return f"{type(error).__name__}: timed out"
+    text = str(error)
+    if isinstance(error, AnarchonError):
+        return text
+    name = type(error).__name__
+    return f"{name}: {text}" if text else f"{name} (no message)"
+
+
+class StorePolicy:
+    """Bounded, retried store access for one scheduler."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``store_unavailable`` and ``store_recovered`` go (set by the scheduler)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        log: logging.Logger,
+        now_ms: Callable[[], int],
+        max_in_flight: int,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+    ) -> None:
+        self.backend = backend
+        self.call_timeout_s = call_timeout_s
+        """The longest one store call may take before it counts as a (transient) timeout."""
+        self.log = log
+        self.now_ms = now_ms
+        self.max_in_flight = max_in_flight
+        self.gate = asyncio.Semaphore(max_in_flight)
+        """Held for every store operation in flight."""
+        self.stopping = False
+        """Set by ``stop()``: a call without deadline gives up after about a second of outage."""
+        self.outage = False
+        self._logged: set[tuple[str, str]] = set()
+
+    async def call(
+        self,
+        operation: Callable[[], Awaitable[T]],
+        deadline_ms: int | None = None,
+        *,
+        gated: bool = True,
+    ) -> T:
+        """Call the store, retrying transient errors with backoff.
+
+        Returns :data:`GAVE_UP` when store time passes ``deadline_ms`` first (or
+        when stopping, after about a second of outage without deadline). Errors
+        that are not transient are raised at once. ``gated=False``: the
+        operation holds :attr:`gate` itself (per-item fallbacks of a batch).
+        """
+        delay = _FIRST_DELAY_S
+        while True:
+            try:
+                if gated:
+                    async with self.gate:
+                        result = await self.bounded(operation(), deadline_ms)
+                else:
+                    result = await self.bounded(operation(), deadline_ms)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if not isinstance(error, CallTimeoutError) and not self.backend.is_transient(error):
+                    raise
+                self.note_outage(error)
+                if deadline_ms is not None and self.now_ms() + delay * 1000 > deadline_ms:
+                    gave_up: T = GAVE_UP
+                    return gave_up
+                if self.stopping and deadline_ms is None and delay >= 1.0:
+                    self.log.error(
+                        "anarchon: giving up on store %s while stopping: %s",
+                        self.backend.name,
+                        describe_error(error),
+                    )
+                    stopped: T = GAVE_UP
+                    return stopped
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _MAX_DELAY_S)
+                continue
+            if self.outage:
+                self.recovered()
+            return result
+
+    async def bounded(self, call: Awaitable[T], deadline_ms: int | None = None) -> T:
+        """Await one store call under the per-call timeout.
+
+        With ``deadline_ms`` (a claim's), the timeout also ends one call timeout
+        after that deadline: the store judges lateness itself, so a claim sent
+        before its deadline gets its answer even if it lands after it. Raises
+        :class:`CallTimeoutError` (transient) when it does not answer in time.
+        """
+        timeout = self.call_timeout_s
+        if deadline_ms is not None:
+            left = (deadline_ms - self.now_ms()) / 1000 + self.call_timeout_s
+            timeout = min(timeout, max(0.05, left))
+        if _HAS_TIMEOUT:  # no extra task per call, unlike wait_for before 3.12
+            scope = asyncio.timeout(timeout)  # type: ignore[attr-defined,unused-ignore]
+            try:
+                async with scope:
+                    return await call
+            except TimeoutError:
+                if scope.expired():
+                    raise CallTimeoutError(timeout) from None
+                raise  # the driver's own timeout: reported as it is
+        try:
+            return await asyncio.wait_for(call, timeout)
+        except asyncio.TimeoutError:
+            raise CallTimeoutError(timeout) from None
+
+    async def complete(
+        self,
+        operation: Callable[[], Awaitable[None]],
+        deadline_ms: int | None = None,
+        *,
+        gated: bool = True,
+    ) -> bool:
+        """:meth:`call` for an operation without an answer: True once done, False if given up."""
+
+        async def done() -> bool:
+            await operation()
+            return True
+
+        answer: bool = await self.call(done, deadline_ms, gated=gated)
+        return answer is True
+
+    def is_transient(self, error: BaseException) -> bool:
+        """The backend's verdict on ``error`` (a :class:`CallTimeoutError` always is)."""
+        return isinstance(error, CallTimeoutError) or self.backend.is_transient(error)
+
+    def note_outage(self, error: BaseException) -> None:
+        """Log the start of an outage (once per outage)."""
+        if not self.outage:
+            self.outage = True
+            self.log.warning(
+                "anarchon: store %s unreachable (%s); retrying with backoff",
+                self.backend.name,
+                describe_error(error),
+            )
+            self.events.emit(
+                "store_unavailable",
+                self.now_ms(),
+                store=self.backend.name,
+                error=describe_error(error),
+            )
+
+    def recovered(self) -> None:
+        """Log the end of an outage."""
+        if self.outage:
+            self.outage = False
+            self.log.info("anarchon: store %s reachable again", self.backend.name)
+            self.events.emit("store_recovered", self.now_ms(), store=self.backend.name)
+
+    def report(self, what: str, error: BaseException, *, job: str | None = None) -> None:
+        """Log a permanent store error at ERROR, once per kind of failure and error."""
+        key = (what if job is None else f"{what}:{job}", f"{type(error).__name__}:{error}")
+        if key in self._logged:
+            return
+        if len(self._logged) < _LOGGED_ONCE_LIMIT:
+            self._logged.add(key)
+        where = f" (job {job})" if job is not None else ""
+        self.log.error(
+            "anarchon: store %s refused %s%s: %s",
+            self.backend.name,
+            what,
+            where,
+            describe_error(error),
+            exc_info=error,
+        )

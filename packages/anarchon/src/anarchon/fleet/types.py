@@ -1,0 +1,48 @@
+"""What the fleet registry and fleet-wide controls store (docs/operations.md, "Fleet registry").
+
+Each instance records what it declares (:class:`Declaration`), refreshed every
+few minutes and expiring when it stops; operators pause, resume and skip jobs
+for the whole fleet (:class:`JobControl`). Backends store both through the
+optional members ``Backend.declare``, ``Backend.declarations``,
+``Backend.set_control`` and ``Backend.controls``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Declaration", "JobControl"]
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One instance's declaration of one job, as the registry holds it."""
+
+    job: str
+    instance_id: str
+    fingerprint: str
+    """A stable hash of the schedule, zone and options (equal on every instance that agrees)."""
+    schedule: str
+    """The schedule as the user wrote it, e.g. ``"every 5s"`` or ``"cron 0 3 * * * Europe/Athens"``."""
+    seen_at: int
+    """Store time (ms) of the instance's last refresh."""
+    expires_at: int
+    """Store time (ms) after which the entry no longer counts."""
+
+
+@dataclass(frozen=True)
+class JobControl:
+    """The fleet-wide state an operator set for one job."""
+
+    job: str
+    paused: bool = False
+    skip_until: int | None = None
+    """Slots after ``updated_at`` and at or before this (ms) are skipped (``skip_next`` sets
+    it to the ``count``-th next slot, computed from the job's schedule)."""
+    updated_at: int | None = None
+    updated_by: str | None = None
+    paused_at: int | None = None
+    """Store time (ms) at which the job was last paused (kept after ``resume``)."""
+    resumed_at: int | None = None
+    """Store time (ms) of the last ``resume`` of a paused job: the slot of its catch-up run
+    (docs/operations.md, "Pause, resume and skip")."""
