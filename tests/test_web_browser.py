@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-from anarchon.memory import MemoryBackend
-from anarchon.registry import resolve_backend
+from anarchon.backend.memory import MemoryBackend
+from anarchon.backend.registry import resolve_backend
 from anarchon.testing.fleet import Fleet, start_fleet
 from anarchon.web import BackendSource, create_app
 from anarchon_testservers.chromium import chromium_paths

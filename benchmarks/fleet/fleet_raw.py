@@ -411,7 +411,7 @@ async def reference(
     store: Store, url: str, items: int, chunk: int, seconds: float, rounds: int = 2
 ) -> list[Side]:
     """The backend's batch claim, the raw batched claim and the raw single claim on ``url``."""
-    from anarchon.registry import resolve_backend
+    from anarchon.backend.registry import resolve_backend
 
     backend = resolve_backend(url)
     await backend.init()

@@ -6,6 +6,7 @@ import ssl
 
 import pytest
 from anarchon import Scheduler
+from anarchon.backend.registry import installed_backends, resolve_backend
 from anarchon.errors import (
     AnarchonError,
     DedupeWindowError,
@@ -13,7 +14,6 @@ from anarchon.errors import (
     InvalidJobError,
     UnsupportedError,
 )
-from anarchon.registry import installed_backends, resolve_backend
 from anarchon.types import JobLimits
 from anarchon_nats import NatsBackend
 from anarchon_nats._config import claims_needed, covers, parse_url, plan_stream_update

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from anarchon import Scheduler
 from anarchon.backend import Backend
-from anarchon.registry import resolve_backend
+from anarchon.backend.registry import resolve_backend
 from anarchon.testing import BackendContract, FleetContract
 from anarchon.testing.contracts.scenarios import (
     ClaimOnlyFaultScenarios,

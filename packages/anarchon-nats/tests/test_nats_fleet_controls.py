@@ -10,7 +10,7 @@ import pytest
 
 def test_a_control_stored_before_paused_at_and_resumed_at_still_loads() -> None:
     from anarchon.errors import ForeignDataError
-    from anarchon.fleet_types import JobControl
+    from anarchon.fleet.types import JobControl
     from anarchon_nats._fleet import control_of, control_payload
 
     old = control_of("s", "subj", b'{"job":"j","p":1,"u":null,"by":"cli"}', 7)

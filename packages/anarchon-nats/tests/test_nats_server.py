@@ -14,13 +14,13 @@ from typing import Any, TypeVar
 import nats
 import pytest
 from anarchon import RunContext, Scheduler
+from anarchon.backend.registry import resolve_backend
 from anarchon.errors import (
     BackendUnavailableError,
     InvalidConfigError,
     StoreFormatError,
     UnsupportedError,
 )
-from anarchon.registry import resolve_backend
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, StoredResult
 from anarchon_nats import NatsBackend
 from anarchon_nats._config import claims_needed

@@ -20,6 +20,7 @@ import redis
 import redis.asyncio
 import valkey.asyncio
 from anarchon import JobLimits, RunContext, Scheduler
+from anarchon.backend.registry import installed_backends, resolve_backend
 from anarchon.errors import (
     BackendError,
     BackendUnavailableError,
@@ -28,7 +29,6 @@ from anarchon.errors import (
     StoreFormatError,
     UnsupportedError,
 )
-from anarchon.registry import installed_backends, resolve_backend
 from anarchon.types import ClaimInput, RunClaim, StoredResult
 from anarchon_redis import Lease, RedisBackend, StreamId, ValkeyBackend
 from anarchon_redis._client import text

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from anarchon import Cron, Every, InvalidJobError, _core
-from anarchon.history import build_history
+from anarchon.backend.history import build_history
 from anarchon.types import ClaimRecord, StoredResult
 
 I64_MIN = -(2**63)

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from anarchon.backend.registry import redact_url
 from anarchon.durations import to_ms
 from anarchon.errors import AnarchonError, InvalidConfigError, InvalidJobError
-from anarchon.registry import redact_url
 
 __all__ = [
     "BACKEND_OPTIONS",

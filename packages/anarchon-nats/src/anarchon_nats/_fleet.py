@@ -28,7 +28,7 @@ import logging
 from collections.abc import Sequence
 
 from anarchon.errors import ForeignDataError
-from anarchon.fleet_types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl
 from nats.aio.client import Client
 from nats.js.errors import APIError
 

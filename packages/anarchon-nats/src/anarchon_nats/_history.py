@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import nats.errors
+from anarchon.backend.history import build_history
+from anarchon.backend.result_json import result_json
 from anarchon.errors import BackendError, BackendUnavailableError, ForeignDataError
-from anarchon.history import build_history
-from anarchon.result_json import result_json
 from anarchon.types import ClaimRecord, ResultWrite, RunRecord, StoredResult
 from nats.aio.client import Client
 from nats.aio.msg import Msg

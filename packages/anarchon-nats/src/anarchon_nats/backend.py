@@ -27,14 +27,14 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from anarchon.backend import Backend
+from anarchon.backend.registry import redact_url
 from anarchon.errors import (
     BackendUnavailableError,
     DedupeWindowError,
     InvalidConfigError,
     UnsupportedError,
 )
-from anarchon.fleet_types import Declaration, JobControl
-from anarchon.registry import redact_url
+from anarchon.fleet.types import Declaration, JobControl
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
 from nats.aio.client import Client
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from anarchon.errors import ForeignDataError
-from anarchon.fleet_types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl
 
 from anarchon_redis._client import Connection, text
 

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from anarchon.backend import RunStore
+from anarchon.backend.history import build_history
+from anarchon.backend.result_json import result_json
 from anarchon.errors import DedupeWindowError
-from anarchon.history import build_history
-from anarchon.result_json import result_json
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
     ActiveRun,

@@ -21,8 +21,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from anarchon.history import build_history
-from anarchon.result_json import result_json
+from anarchon.backend.history import build_history
+from anarchon.backend.result_json import result_json
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
 
 from anarchon_redis import _lua

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from anarchon.backend import STORE_FORMAT, Backend, RunStore
+from anarchon.backend.registry import redact_url
 from anarchon.errors import (
     AnarchonError,
     BackendError,
@@ -31,8 +32,7 @@ from anarchon.errors import (
     StoreFormatError,
     UnsupportedError,
 )
-from anarchon.fleet_types import Declaration, JobControl
-from anarchon.registry import redact_url
+from anarchon.fleet.types import Declaration, JobControl
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
 
 from anarchon_redis import _fleet

@@ -4,7 +4,7 @@ Each decision takes the stored state of one ``(job, slot)`` (or ``None``), a
 request and the store time ``now``, and returns the answer and the new state.
 Nothing here touches a store: a lease store runs the decision inside its own
 atomic step (the memory store under its lock) and writes what it says, and
-the state-machine test (:mod:`anarchon.testing.lease_model_contract`) runs
+the state-machine test (:mod:`anarchon.testing.contracts.lease_model`) runs
 the same decisions next to a real store and compares the answers.
 
 History side effects are described, not performed: a decision names the

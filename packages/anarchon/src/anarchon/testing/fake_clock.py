@@ -13,7 +13,7 @@ from datetime import datetime
 
 from anarchon.durations import Duration, to_ms
 from anarchon.errors import InvalidConfigError, InvalidJobError
-from anarchon.one_off import to_epoch_ms
+from anarchon.schedules import to_epoch_ms
 
 __all__ = ["DEFAULT_START_MS", "FakeClock"]
 

@@ -10,7 +10,7 @@ import asyncio
 from typing import ClassVar
 
 from anarchon.backend import Backend
-from anarchon.fleet_types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl
 from anarchon.testing.contracts._support import ContractBase, new_job
 
 __all__ = ["FleetContract"]

@@ -1,6 +1,6 @@
 """``LeaseModelContract``: a lease store answers exactly like the reference model.
 
-A hypothesis state machine drives :mod:`anarchon.lease_model` and a real
+A hypothesis state machine drives :mod:`anarchon.backend.lease_model` and a real
 lease store (``backend.runs``) with the same random operations: claims (new
 and retried tokens, backups with ``create=False``, overlap on and off,
 deadlines past and future, ``max_attempts`` 1 to 3), heartbeats, finishes,
@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from anarchon.backend import Backend, RunStore
-from anarchon.lease_model import (
+from anarchon.backend.lease_model import (
     Blocker,
     LeaseState,
     decide_claim,
@@ -272,7 +272,7 @@ class _LeaseMachine(RuleBasedStateMachine):
 
 
 class LeaseModelContract:
-    """The lease store answers every operation exactly like :mod:`anarchon.lease_model`."""
+    """The lease store answers every operation exactly like :mod:`anarchon.backend.lease_model`."""
 
     model_examples: ClassVar[int] = 15
     """Random programs per run (each run draws new ones; about 10 s on a real server)."""

@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from anarchon.backend import Backend
-from anarchon.registry import resolve_backend
+from anarchon.backend.registry import resolve_backend
 from anarchon.testing.fleet._records import (
     EDGE_SLOTS,
     STDERR_TAIL,

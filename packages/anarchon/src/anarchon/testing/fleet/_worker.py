@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from anarchon.backend import Backend
+from anarchon.backend.registry import resolve_backend
 from anarchon.clock import SkewedClock
 from anarchon.context import RunContext
-from anarchon.registry import resolve_backend
 from anarchon.scheduler import Scheduler
 from anarchon.testing.fleet._records import job_names
 

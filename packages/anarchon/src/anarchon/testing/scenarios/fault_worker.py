@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from anarchon.registry import resolve_backend
+from anarchon.backend.registry import resolve_backend
 from anarchon.testing.scenarios import fenced_effects
 
 if TYPE_CHECKING:

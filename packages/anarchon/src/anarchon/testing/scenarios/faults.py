@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from anarchon.registry import resolve_backend
+from anarchon.backend.registry import resolve_backend
 from anarchon.testing.fleet import read_history
 from anarchon.testing.scenarios.fault_report import (
     Attempt,

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from anarchon.backend import Backend
+from anarchon.backend.registry import resolve_backend
 from anarchon.context import RunContext
-from anarchon.registry import resolve_backend
 from anarchon.retry import Retry
 from anarchon.scheduler import Scheduler
 from anarchon.testing.fleet import read_history
