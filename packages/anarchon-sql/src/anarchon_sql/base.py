@@ -2,7 +2,7 @@
 
 A subclass supplies a connection (:meth:`SqlBackend.connect` → ``(client,
 owned)``), a server check (:meth:`SqlBackend.check_server`) and a
-:class:`~anarchon_sql.dialect.SqlDialect`. Everything else lives here, written
+:class:`~anarchon_sql.SqlDialect`. Everything else lives here, written
 once in neutral SQL (``?`` placeholders, ``ON CONFLICT``, ``RETURNING``).
 
 Tables (``<p>`` is the table prefix, default ``anarchon_``):
@@ -18,7 +18,7 @@ Tables (``<p>`` is the table prefix, default ``anarchon_``):
 ``<p>controls``   fleet-wide pause and skip, one row per job
 ================  ==========================================================
 
-The last two are in :mod:`anarchon_sql.fleet_sql`.
+The last two are in :mod:`anarchon_sql._fleet`.
 """
 
 from __future__ import annotations
@@ -62,12 +62,12 @@ from anarchon.types import (
     lease_state_of,
 )
 
-from anarchon_sql.calls import store_call
-from anarchon_sql.client import Row, SqlClient
-from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
-from anarchon_sql.driver_errors import is_connection_error, is_transient_sql_error, scrub
-from anarchon_sql.fleet_sql import FleetStatements, control_of, declaration_of, fleet_ddl
-from anarchon_sql.foreign import find_foreign_table
+from anarchon_sql._calls import store_call
+from anarchon_sql._client import Row, SqlClient
+from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
+from anarchon_sql._driver_errors import is_connection_error, is_transient_sql_error, scrub
+from anarchon_sql._fleet import FleetStatements, control_of, declaration_of, fleet_ddl
+from anarchon_sql._foreign import find_foreign_table
 from anarchon_sql.retry import retry_tx
 
 __all__ = [
@@ -889,7 +889,7 @@ class SqlBackend(Backend):
         """The database server's clock in ms."""
         return await self._server_now()
 
-    # Fleet registry and controls (anarchon_sql.fleet_sql) ------------------
+    # Fleet registry and controls (anarchon_sql._fleet) ------------------
 
     @store_call
     async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:

@@ -30,9 +30,9 @@ from anarchon.errors import BackendUnavailableError, InvalidConfigError
 from anarchon.registry import redact_url
 
 from anarchon_sql.base import SqlBackend
-from anarchon_sql.client import Row, SqlClient, is_sql_client
-from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, ParamStyle, SqlDialect
-from anarchon_sql.driver_errors import is_connection_error, redact_dsn, scrub, secrets_of_dsn
+from anarchon_sql._client import Row, SqlClient, is_sql_client
+from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, ParamStyle, SqlDialect
+from anarchon_sql._driver_errors import is_connection_error, redact_dsn, scrub, secrets_of_dsn
 from anarchon_sql.pg_arrays import literal_params
 from anarchon_sql.pg_deadline import DEFAULT_CALL_TIMEOUT_S, IdleCheck, bounded, with_libpq_defaults
 from anarchon_sql.pg_functions import (

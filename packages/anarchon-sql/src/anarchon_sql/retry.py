@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from anarchon.types import ClaimOutcome, RunRetry
 
-from anarchon_sql.client import SqlClient
+from anarchon_sql._client import SqlClient
 
 if TYPE_CHECKING:
     from anarchon_sql.base import SqlBackend

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from anarchon.errors import InvalidConfigError
 
 if TYPE_CHECKING:
-    from anarchon_sql.client import SqlClient
+    from anarchon_sql._client import SqlClient
 
 __all__ = [
     "DEFAULT_TABLE_PREFIX",
