@@ -20,7 +20,7 @@ from anarchon.errors import BackendUnavailableError
 from anarchon.testing.heal import check_heals
 from anarchon.testing.proxy import FaultProxy
 from anarchon_sql import PostgresBackend
-from anarchon_sql.pg_deadline import LIBPQ_DEFAULTS, with_libpq_defaults
+from anarchon_sql.postgres._deadline import LIBPQ_DEFAULTS, with_libpq_defaults
 from sqltest_servers import PgServer
 
 CALL_TIMEOUT_S = 1.5

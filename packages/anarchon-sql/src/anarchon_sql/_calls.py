@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 from anarchon.errors import AnarchonError
 
 if TYPE_CHECKING:
-    from anarchon_sql.base import SqlBackend
+    from anarchon_sql._backend import SqlBackend
 
 __all__ = ["store_call"]
 

@@ -14,7 +14,7 @@ from anarchon.types import ClaimOutcome, RunRetry
 from anarchon_sql._client import SqlClient
 
 if TYPE_CHECKING:
-    from anarchon_sql.base import SqlBackend
+    from anarchon_sql._backend import SqlBackend
 
 __all__ = ["retry_tx"]
 

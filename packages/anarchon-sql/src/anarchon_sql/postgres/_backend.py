@@ -15,315 +15,33 @@ Batches are one statement per chunk too: ``<prefix>claim_many_v3(arrays)``
 calls ``claim_v3`` for each item (in job-lock order); heartbeats, finishes
 and result writes are one call each of ``<prefix>heartbeat_many_v1``,
 ``finish_many_v1`` and ``save_many_v1``, and a run's finish with its result
-one call of ``finish_save_many_v1`` (see :mod:`anarchon_sql.pg_functions`).
+one call of ``finish_save_many_v1`` (see :mod:`anarchon_sql.postgres._functions`).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Sequence
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from anarchon.errors import BackendUnavailableError, InvalidConfigError
 from anarchon.registry import redact_url
 
-from anarchon_sql.base import SqlBackend
+from anarchon_sql._backend import SqlBackend
 from anarchon_sql._client import Row, SqlClient, is_sql_client
-from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, ParamStyle, SqlDialect
-from anarchon_sql._driver_errors import is_connection_error, redact_dsn, scrub, secrets_of_dsn
-from anarchon_sql.pg_arrays import literal_params
-from anarchon_sql.pg_deadline import DEFAULT_CALL_TIMEOUT_S, IdleCheck, bounded, with_libpq_defaults
-from anarchon_sql.pg_functions import (
-    CLAIM_FUNCTION,
-    CLAIM_MANY_FUNCTION,
-    FINISH_MANY_FUNCTION,
-    FINISH_SAVE_MANY_FUNCTION,
-    HEARTBEAT_MANY_FUNCTION,
-    SAVE_MANY_FUNCTION,
-    claim_function,
-    claim_many_function,
-    finish_many_function,
-    finish_save_many_function,
-    heartbeat_many_function,
-    save_many_function,
-)
+from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, ParamStyle
+from anarchon_sql._driver_errors import redact_dsn, scrub, secrets_of_dsn
+from anarchon_sql.postgres._deadline import DEFAULT_CALL_TIMEOUT_S, IdleCheck, with_libpq_defaults
+from anarchon_sql.postgres._dialect import PostgresDialect
+from anarchon_sql.postgres._psycopg import PsycopgClient, ReadCommitted
 
-__all__ = ["PostgresBackend", "PostgresDialect", "PsycopgClient"]
-
-T = TypeVar("T")
+__all__ = ["PostgresBackend"]
 
 MIN_SERVER_VERSION = 110000
 """PostgreSQL 11 (``hashtextextended``)."""
 
 _OPTIONS = ("table_prefix", "pool_size", "pool_timeout", "call_timeout")
 """anarchon's own options; every other URL option goes to libpq (which validates it)."""
-
-
-class PostgresDialect(SqlDialect):
-    """PostgreSQL: ``BIGINT``, ``clock_timestamp()``, ``FOR UPDATE``, advisory locks.
-
-    ``paramstyle`` is ``"format"`` (``%s``, psycopg); pass ``"numeric"``
-    (``$1``) for a :class:`SqlClient` built on asyncpg.
-    """
-
-    name: ClassVar[str] = "postgresql"
-    bigint = "BIGINT"
-    text = "TEXT"
-    now_ms = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
-    for_update = " FOR UPDATE"
-    claims_take_overlap_wait = True
-
-    def __init__(self, paramstyle: ParamStyle = "format") -> None:
-        if paramstyle not in ("format", "numeric", "qmark"):
-            raise InvalidConfigError(
-                f"paramstyle must be 'format', 'numeric' or 'qmark', got {paramstyle!r}"
-            )
-        self.paramstyle = paramstyle
-
-    async def serialize(self, client: SqlClient, key: str) -> None:
-        """``pg_advisory_xact_lock`` on a 64-bit hash of ``key``; released at commit.
-
-        A hash collision only makes two unrelated keys wait for each other;
-        the rows stay the truth.
-        """
-        await client.all(
-            self.placeholders("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))"), (key,)
-        )
-
-    def is_already_created(self, error: BaseException) -> bool:
-        """Concurrent ``CREATE ... IF NOT EXISTS`` / ``CREATE OR REPLACE`` races."""
-        state = getattr(error, "sqlstate", None)
-        if state in ("42P07", "42710", "42723"):
-            return True
-        if state == "23505" and "pg_" in str(error):  # unique violation in a system catalog
-            return True
-        return super().is_already_created(error)
-
-    def extra_tables(self, table: Callable[[str], str]) -> list[str]:
-        """The functions ``<prefix>claim_v3`` and the batch functions (``claim_many_v3``, ``*_many_v1``)."""
-        return [
-            claim_function(table, self.now_ms),
-            claim_many_function(table, self.now_ms),
-            heartbeat_many_function(table, self.now_ms),
-            finish_many_function(table, self.now_ms),
-            save_many_function(table, self.now_ms),
-            finish_save_many_function(table, self.now_ms),
-        ]
-
-    def claim_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>claim_v3(...)``: the whole claim in one statement."""
-        return (
-            "SELECT out_kind, out_attempt, out_runner, out_lease, out_token"
-            f" FROM {table(CLAIM_FUNCTION)}(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT),"
-            " CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS INTEGER), CAST(? AS BOOLEAN),"
-            " CAST(? AS BIGINT), CAST(? AS BOOLEAN), CAST(? AS BIGINT), CAST(? AS BOOLEAN))"
-        )
-
-    def claim_many_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>claim_many_v3(arrays)``: a chunk of claims in one statement."""
-        return (
-            "SELECT out_i, out_kind, out_attempt, out_runner, out_lease, out_token"
-            f" FROM {table(CLAIM_MANY_FUNCTION)}(CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"
-            " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS INTEGER[]),"
-            " CAST(? AS BOOLEAN[]), CAST(? AS BIGINT[]), CAST(? AS BOOLEAN[]),"
-            " CAST(? AS BIGINT[]), CAST(? AS BOOLEAN[]))"
-        )
-
-    def heartbeat_many_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>heartbeat_many_v1(lease_ms, arrays)``: ``(index, renewed)`` rows."""
-        return (
-            f"SELECT out_i, out_ok FROM {table(HEARTBEAT_MANY_FUNCTION)}(CAST(? AS BIGINT),"
-            " CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS TEXT[]))"
-        )
-
-    def finish_many_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>finish_many_v1(arrays)``: ``(index, answer)`` rows.
-
-        An item not finished now is answered True when its run was already
-        finished by the same token (a retried finish), as ``finish()`` does.
-        """
-        return (
-            f"SELECT out_i, out_ok FROM {table(FINISH_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
-            " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]))"
-        )
-
-    def finish_save_many_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>finish_save_many_v1(arrays)``: ``(index, answer)`` rows."""
-        return (
-            f"SELECT out_i, out_ok FROM {table(FINISH_SAVE_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
-            " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]),"
-            " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS INTEGER[]),"
-            " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"
-            " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS INTEGER[]), CAST(? AS INTEGER[]),"
-            " CAST(? AS BIGINT[]), CAST(? AS BIGINT[]))"
-        )
-
-    def save_many_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT <prefix>save_many_v1(arrays)``: a chunk of result writes in one statement."""
-        return (
-            f"SELECT {table(SAVE_MANY_FUNCTION)}(CAST(? AS TEXT[]), CAST(? AS TEXT[]),"
-            " CAST(? AS BIGINT[]), CAST(? AS INTEGER[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]),"
-            " CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS BIGINT[]), CAST(? AS TEXT[]),"
-            " CAST(? AS INTEGER[]), CAST(? AS INTEGER[]), CAST(? AS BIGINT[]), CAST(? AS BIGINT[]))"
-        )
-
-    def columns_statement(self) -> str:
-        """Column names of the table named by the one parameter (search path applies)."""
-        return (
-            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(CAST(? AS TEXT))"
-            " AND attnum > 0 AND NOT attisdropped"
-        )
-
-
-# The psycopg adapter -------------------------------------------------------
-
-
-def _unavailable(error: BaseException, where: str) -> BackendUnavailableError | None:
-    """A ``BackendUnavailableError`` for a psycopg connection failure, else None."""
-    try:
-        import psycopg
-    except ImportError:  # pragma: no cover - the adapter is only built with psycopg
-        return None
-    if isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError)) and (
-        is_connection_error(error)
-    ):
-        return BackendUnavailableError(f"PostgreSQL at {where} is unavailable: {error}")
-    return None
-
-
-async def _execute(conn: Any, sql: str, params: Sequence[Any]) -> list[Row]:
-    # Lists go as array literals: psycopg's own list dumping is Python per element.
-    cur = await conn.execute(sql, literal_params(params) if params else None)
-    if cur.description is None:
-        return []
-    rows = await cur.fetchall()
-    return [tuple(row) for row in rows]
-
-
-class _PgBound:
-    """The client a transaction's function gets: statements run on the transaction's connection."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    async def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Run one statement inside the transaction."""
-        return await _execute(self._conn, sql, params)
-
-    async def transaction(self, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
-        """A nested transaction (savepoint)."""
-        async with self._conn.transaction():
-            return await fn(self)
-
-
-class PsycopgClient:
-    """A :class:`SqlClient` over a psycopg ``AsyncConnection`` or ``AsyncConnectionPool``.
-
-    With a pool, every call borrows a connection. With one connection, calls
-    and transactions take turns (an ``asyncio.Lock``). On a connection that is
-    not in autocommit mode each statement is wrapped in its own transaction.
-    Connection failures are raised as ``BackendUnavailableError`` with the
-    psycopg error chained.
-    """
-
-    def __init__(
-        self,
-        source: Any,
-        *,
-        pool: bool,
-        owned: bool,
-        where: str = "PostgreSQL",
-        call_timeout: float | None = None,
-        check: IdleCheck | None = None,
-    ) -> None:
-        self.source = source
-        self.is_pool = pool
-        self.owned = owned
-        self.where = where
-        self.call_timeout = call_timeout if pool else None
-        """Deadline of one call (pools only: a timed-out connection is dropped and replaced)."""
-        self.check = check
-        self._lock = asyncio.Lock()
-
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Any]:
-        if self.is_pool:
-            async with self.source.connection() as conn:
-                yield conn
-                if self.check is not None:
-                    self.check.used(conn)
-        else:
-            async with self._lock:
-                yield self.source
-
-    async def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Run one statement as its own transaction."""
-
-        async def run(conn: Any) -> list[Row]:
-            if conn.autocommit:
-                return await _execute(conn, sql, params)
-            async with conn.transaction():
-                return await _execute(conn, sql, params)
-
-        try:
-            async with self._connection() as conn:
-                return await bounded(conn, lambda: run(conn), self.call_timeout, self.where)
-        except Exception as error:
-            mapped = _unavailable(error, self.where)
-            if mapped is None:
-                raise
-            raise mapped from error
-
-    async def transaction(self, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
-        """``BEGIN`` … ``COMMIT`` on one connection (``ROLLBACK`` if ``fn`` raises)."""
-
-        async def run(conn: Any) -> T:
-            async with conn.transaction():
-                return await fn(_PgBound(conn))
-
-        try:
-            async with self._connection() as conn:
-                return await bounded(conn, lambda: run(conn), self.call_timeout, self.where)
-        except Exception as error:
-            mapped = _unavailable(error, self.where)
-            if mapped is None:
-                raise
-            raise mapped from error
-
-    async def close(self) -> None:
-        """Close the pool or connection (only called when the backend opened it)."""
-        await self.source.close()
-
-
-class _ReadCommitted:
-    """Runs every transaction of ``inner`` at READ COMMITTED (server default is another level)."""
-
-    def __init__(self, inner: SqlClient) -> None:
-        self.inner = inner
-
-    async def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Run one statement (autocommit, server default isolation)."""
-        return await self.inner.all(sql, params)
-
-    async def transaction(self, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
-        """A transaction whose first statement sets READ COMMITTED."""
-
-        async def body(tx: SqlClient) -> T:
-            await tx.all("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", ())
-            return await fn(tx)
-
-        return await self.inner.transaction(body)
-
-    async def close(self) -> None:
-        """Close the wrapped client if it can be closed."""
-        close = getattr(self.inner, "close", None)
-        if callable(close):
-            await close()
-
-
-# The backend ----------------------------------------------------------------
 
 
 def _redact(dsn: str) -> str:
@@ -570,13 +288,13 @@ class PostgresBackend(SqlBackend):
         if (
             not self.read_committed_default
             and client is not None
-            and not isinstance(client, _ReadCommitted)
+            and not isinstance(client, ReadCommitted)
         ):
-            self._client = _ReadCommitted(client)
+            self._client = ReadCommitted(client)
 
     async def _install(self, client: SqlClient) -> None:
         if not self.read_committed_default:
-            client = _ReadCommitted(client)
+            client = ReadCommitted(client)
         await super()._install(client)
 
     async def _statement(self, client: SqlClient, sql: str, params: Sequence[Any]) -> list[Row]:
@@ -590,6 +308,6 @@ class PostgresBackend(SqlBackend):
 
     async def close_client(self, client: SqlClient) -> None:
         """Close the pool or connection the backend opened."""
-        if isinstance(client, _ReadCommitted):
+        if isinstance(client, ReadCommitted):
             client = client.inner
         await super().close_client(client)
