@@ -20,7 +20,6 @@ one call of ``finish_save_many_v1`` (see :mod:`anarchon_sql.postgres._functions`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -28,7 +27,7 @@ from anarchon.errors import BackendUnavailableError, InvalidConfigError
 from anarchon.registry import redact_url
 
 from anarchon_sql._backend import SqlBackend
-from anarchon_sql._client import Row, SqlClient, is_sql_client
+from anarchon_sql._client import SqlClient, is_sql_client
 from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, ParamStyle
 from anarchon_sql._driver_errors import redact_dsn, scrub, secrets_of_dsn
 from anarchon_sql.postgres._deadline import DEFAULT_CALL_TIMEOUT_S, IdleCheck, with_libpq_defaults
@@ -284,27 +283,16 @@ class PostgresBackend(SqlBackend):
     async def init(self) -> None:
         """Connect, check the server, create the tables and the claim function. Idempotent."""
         await super().init()
-        client = self._client
-        if (
-            not self.read_committed_default
-            and client is not None
-            and not isinstance(client, ReadCommitted)
-        ):
-            self._client = ReadCommitted(client)
 
-    async def _install(self, client: SqlClient) -> None:
-        if not self.read_committed_default:
-            client = ReadCommitted(client)
-        await super()._install(client)
+    def _working_client(self, client: SqlClient) -> SqlClient:
+        """On a server whose default isolation is not READ COMMITTED: transactions set it."""
+        if self.read_committed_default or isinstance(client, ReadCommitted):
+            return client
+        return ReadCommitted(client)
 
-    async def _statement(self, client: SqlClient, sql: str, params: Sequence[Any]) -> list[Row]:
-        if self.read_committed_default:
-            return await client.all(sql, params)
-
-        async def body(tx: SqlClient) -> list[Row]:
-            return await tx.all(sql, params)
-
-        return await client.transaction(body)
+    def _calls_in_transaction(self) -> bool:
+        """The claim functions run at READ COMMITTED: in a transaction setting it, if not the default."""
+        return not self.read_committed_default
 
     async def close_client(self, client: SqlClient) -> None:
         """Close the pool or connection the backend opened."""
