@@ -308,7 +308,7 @@ class PostgresRaw(Raw):
 
     async def batch(self, part: Sequence[Item]) -> None:
         columns = list(zip(*(self._params(item) for item in part), strict=True))
-        from anarchon_sql.pg_arrays import array_literal
+        from anarchon_sql.postgres._arrays import array_literal
 
         cur = await self.conn.execute(
             self.many, [array_literal(list(column)) for column in columns]

@@ -29,10 +29,8 @@ class GenericPostgresBackend(PostgresBackend):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._claim_many_sql = None
-        self._heartbeat_many_sql = None
-        self._finish_many_sql = None
-        self._save_many_sql = None
+        calls = self._sql.calls
+        calls.claim_many = calls.heartbeat_many = calls.finish_many = calls.save_many = None
 
 
 def make_backend(

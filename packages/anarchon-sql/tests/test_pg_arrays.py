@@ -1,4 +1,4 @@
-"""Array parameters sent as literals (anarchon_sql.pg_arrays): PostgreSQL reads the values psycopg would send."""
+"""Array parameters sent as literals (anarchon_sql.postgres._arrays): PostgreSQL reads the values psycopg would send."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import psycopg
-from anarchon_sql.pg_arrays import array_literal
+from anarchon_sql.postgres._arrays import array_literal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -31,7 +31,7 @@ from anarchon_sql import (
     SqliteDialect,
     from_sqlite_database,
 )
-from anarchon_sql.dialect import convert_placeholders
+from anarchon_sql._dialect import convert_placeholders
 from anarchon_sql.postgres import PsycopgClient
 from anarchon_testservers.postgres import free_port
 from psycopg_pool import AsyncConnectionPool

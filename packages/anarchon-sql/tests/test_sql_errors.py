@@ -22,7 +22,7 @@ from anarchon.errors import (
 )
 from anarchon.types import RunClaim
 from anarchon_sql import PostgresBackend, SqlBackend, SqliteBackend
-from anarchon_sql.driver_errors import redact_dsn, secrets_of_dsn
+from anarchon_sql._driver_errors import redact_dsn, secrets_of_dsn
 from anarchon_testservers.postgres import free_port
 from psycopg_pool import PoolTimeout
 

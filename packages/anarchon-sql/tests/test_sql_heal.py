@@ -15,7 +15,7 @@ import pytest
 from anarchon.errors import BackendUnavailableError
 from anarchon.testing.scenarios.proxy import FaultProxy
 from anarchon_sql import PostgresBackend
-from anarchon_sql.pg_deadline import LIBPQ_DEFAULTS, with_libpq_defaults
+from anarchon_sql.postgres._deadline import LIBPQ_DEFAULTS, with_libpq_defaults
 from anarchon_testservers.postgres import PgServer
 
 CALL_TIMEOUT_S = 1.5

@@ -13,9 +13,9 @@ The drivers are optional: ``pip install "anarchon[postgres]"`` or
 
 from __future__ import annotations
 
-from anarchon_sql.base import SqlBackend, SqlRunStore
-from anarchon_sql.client import SqlClient
-from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
+from anarchon_sql._backend import SqlBackend, SqlRunStore
+from anarchon_sql._client import SqlClient
+from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
 from anarchon_sql.postgres import PostgresBackend, PostgresDialect
 from anarchon_sql.sqlite import SqliteBackend, SqliteDialect, from_sqlite_database
 

@@ -21,9 +21,9 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from anarchon.errors import BackendUnavailableError, InvalidConfigError
 
-from anarchon_sql.base import SqlBackend
-from anarchon_sql.client import Row, SqlClient, is_sql_client
-from anarchon_sql.dialect import DEFAULT_TABLE_PREFIX, SqlDialect
+from anarchon_sql._backend import SqlBackend
+from anarchon_sql._client import Row, SqlClient, is_sql_client
+from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, SqlDialect
 
 __all__ = ["SqliteBackend", "SqliteDialect", "from_sqlite_database"]
 

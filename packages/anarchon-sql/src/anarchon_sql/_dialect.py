@@ -12,18 +12,19 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from anarchon.errors import InvalidConfigError
 
 if TYPE_CHECKING:
-    from anarchon_sql.client import SqlClient
+    from anarchon_sql._client import SqlClient
 
 __all__ = [
     "DEFAULT_TABLE_PREFIX",
     "ParamStyle",
     "SqlDialect",
     "SqlTables",
+    "StoreSetup",
     "convert_placeholders",
     "validate_table_prefix",
 ]
@@ -281,3 +282,14 @@ class SqlDialect:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+class StoreSetup(Protocol):
+    """The dialect, tables and name of one store, read at each call (a backend may swap its dialect)."""
+
+    dialect: SqlDialect
+    tables: SqlTables
+
+    def describe(self) -> str:
+        """Where the store is, for messages."""
+        ...

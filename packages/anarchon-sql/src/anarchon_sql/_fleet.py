@@ -20,8 +20,8 @@ from typing import Any
 
 from anarchon.fleet_types import Declaration, JobControl
 
-from anarchon_sql.client import Row, SqlClient
-from anarchon_sql.dialect import SqlDialect, SqlTables
+from anarchon_sql._client import Row, SqlClient
+from anarchon_sql._dialect import SqlDialect, SqlTables
 
 __all__ = ["FleetStatements", "control_of", "declaration_of", "fleet_ddl"]
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from anarchon.errors import AnarchonError
-
-if TYPE_CHECKING:
-    from anarchon_sql.base import SqlBackend
 
 __all__ = ["store_call"]
 
@@ -17,8 +14,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class _Translator(Protocol):
+    async def translate_error(self, error: Exception) -> AnarchonError: ...
+
+
 class _Owned(Protocol):
-    def _sql_backend(self) -> SqlBackend: ...
+    def _sql_backend(self) -> _Translator: ...
 
 
 S = TypeVar("S", bound=_Owned)

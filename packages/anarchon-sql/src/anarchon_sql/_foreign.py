@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from anarchon.errors import ForeignDataError
 
-from anarchon_sql.client import SqlClient
-from anarchon_sql.dialect import SqlDialect, SqlTables
+from anarchon_sql._client import SqlClient
+from anarchon_sql._dialect import SqlDialect, SqlTables
 
 __all__ = ["COLUMNS", "find_foreign_table"]
 

@@ -1,0 +1,204 @@
+"""Run history in SQL: saving results, trimming them, reading them back; run-state retention.
+
+A result save is one transaction: finish a plain claim's run state, upsert
+the result, count the save and, every ``history_size // 2`` saves of the job,
+trim results and claims to the newest ``history_size`` (never the records of
+a run still in progress), then drop what is older than the TTL. Finished run
+state is trimmed with them once older than the job's retention
+(:func:`run_state_retention_ms`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from anarchon.history import build_history
+from anarchon.types import ClaimInput, ClaimRecord, JobLimits, ResultWrite, RunRecord, StoredResult
+
+from anarchon_sql._chunks import by_job, chunks
+from anarchon_sql._client import SqlClient
+from anarchon_sql._session import SqlSession
+from anarchon_sql._statements import Statements
+
+__all__ = ["RETENTION_MARGIN_MS", "SqlHistory", "run_state_retention_ms"]
+
+RETENTION_MARGIN_MS = 60_000
+"""Extra time finished run state is kept beyond what late and catch-up claims need."""
+
+
+def run_state_retention_ms(limits: JobLimits) -> int:
+    """How long a job's finished run state must be kept: ``max(max_late, catch_up) + jitter``
+    plus :data:`RETENTION_MARGIN_MS` (late and catch-up claims still ask for such a slot)."""
+    return max(limits.max_late_ms, limits.catch_up_ms or 0) + limits.jitter_ms + RETENTION_MARGIN_MS
+
+
+class SqlHistory:
+    """The history tables of one backend (claims, results, jobs) and the retention it learnt."""
+
+    def __init__(self, session: SqlSession, statements: Statements) -> None:
+        self._session = session
+        self._sql = statements
+        self._retention: dict[str, int] = {}
+
+    def learn(self, limits: JobLimits) -> None:
+        """Keep the job's finished run state at least :func:`run_state_retention_ms` (the longest asked)."""
+        needed = run_state_retention_ms(limits)
+        self._retention[limits.job] = max(self._retention.get(limits.job, 0), needed)
+
+    def retention_of(self, job: str) -> int | None:
+        """The job's run-state retention in ms; None before :meth:`learn` (kept as its history)."""
+        return self._retention.get(job)
+
+    async def prepare_job(self, job: str) -> None:
+        """Make the job's save counter row, after a read that usually finds it (no write lock)."""
+        client = await self._session.ready()
+        if await client.all(self._sql.job_row, (job,)):
+            return
+        await client.all(self._sql.prepare_job, (job,))
+
+    async def record_manual_run(self, input: ClaimInput) -> None:
+        """The claim record of a manual run (never de-duplicated), slot as given."""
+        await self._session.all(
+            self._sql.manual_claim, (input.job, input.token, int(input.slot), input.instance_id)
+        )
+
+    async def save_result(
+        self, job: str, result: StoredResult, history_size: int, history_ttl_ms: int | None
+    ) -> None:
+        """One result saved and history trimmed, in one transaction."""
+        client = await self._session.ready()
+        await self._session.transaction(
+            client, lambda tx: self.save_tx(tx, job, result, history_size, history_ttl_ms)
+        )
+
+    async def save_results(self, writes: Sequence[ResultWrite], size: int) -> None:
+        """:meth:`save_result` of each write: one call or transaction per chunk of ``size``."""
+        session = self._session
+        client = await session.ready()
+        save_many = self._sql.calls.save_many
+        for chunk in chunks(writes, size):
+            if save_many is not None:
+                await session.call(client, save_many, self.save_params(chunk))
+            else:
+                await session.transaction(
+                    client, functools.partial(self._save_chunk_tx, chunk=chunk)
+                )
+
+    async def history(self, job: str, limit: int) -> list[RunRecord]:
+        """Recent runs of ``job``, newest first (one record per attempt)."""
+        client = await self._session.ready()
+        fetch = int(limit) + 8
+        claim_rows = await client.all(self._sql.history_claims, (job, fetch))
+        result_rows = await client.all(self._sql.history_results, (job, fetch))
+        claims = [
+            ClaimRecord(
+                job=job,
+                slot=int(slot),
+                token=str(token),
+                instance_id=str(instance),
+                at=int(at),
+                manual=bool(manual),
+                attempt=int(attempt),
+            )
+            for slot, token, instance, at, manual, attempt in claim_rows
+        ]
+        results = [
+            StoredResult(
+                slot=int(slot),
+                token=str(token),
+                instance_id=str(instance),
+                status=str(status),
+                started_at=None if started is None else int(started),
+                finished_at=None if finished is None else int(finished),
+                error=error,
+                attempt=int(attempt),
+                manual=bool(manual),
+                reason=reason,
+            )
+            for (
+                slot,
+                token,
+                instance,
+                status,
+                started,
+                finished,
+                error,
+                attempt,
+                manual,
+                reason,
+            ) in result_rows
+        ]
+        return build_history(job, claims, results, limit)
+
+    async def _save_chunk_tx(self, tx: SqlClient, chunk: Sequence[ResultWrite]) -> None:
+        for i in by_job([w.job for w in chunk]):
+            w = chunk[i]
+            await self.save_tx(tx, w.job, w.result, w.history_size, w.history_ttl_ms)
+
+    def save_params(self, chunk: Sequence[ResultWrite]) -> tuple[list[Any], ...]:
+        results = [w.result for w in chunk]
+        return (
+            [w.job for w in chunk],
+            [r.token for r in results],
+            [int(r.slot) for r in results],
+            [int(r.attempt) for r in results],
+            [r.instance_id for r in results],
+            [r.status for r in results],
+            [getattr(r, "reason", None) for r in results],
+            [None if r.started_at is None else int(r.started_at) for r in results],
+            [None if r.finished_at is None else int(r.finished_at) for r in results],
+            [r.error for r in results],
+            [1 if r.manual else 0 for r in results],
+            [max(int(w.history_size), 1) for w in chunk],
+            [None if w.history_ttl_ms is None else int(w.history_ttl_ms) for w in chunk],
+            [self.retention_of(w.job) for w in chunk],
+        )
+
+    async def save_tx(
+        self,
+        tx: SqlClient,
+        job: str,
+        result: StoredResult,
+        history_size: int,
+        history_ttl_ms: int | None,
+        *,
+        finished: bool = False,
+    ) -> None:
+        """Store a result and trim history (``finished``: its lease run was finished just now)."""
+        s = self._sql
+        slot = int(result.slot)
+        if not finished and not result.manual and result.status != "running":
+            await tx.all(s.finish_plain, (result.status, result.error, job, slot, result.token))
+        await tx.all(
+            s.upsert_result,
+            (
+                job,
+                result.token,
+                slot,
+                int(result.attempt),
+                result.instance_id,
+                result.status,
+                getattr(result, "reason", None),
+                result.started_at,
+                result.finished_at,
+                result.error,
+                1 if result.manual else 0,
+            ),
+        )
+        saves = int((await tx.all(s.count_save, (job,)))[0][0])
+        size = max(int(history_size), 1)
+        if saves % max(size // 2, 1) == 0:
+            cut_rows = await tx.all(s.cut, (job, size - 1))
+            if cut_rows:
+                cut = int(cut_rows[0][0])
+                await tx.all(s.trim_results, (job, cut))
+                await tx.all(s.trim_claims, (job, cut))
+                retention = self.retention_of(job)
+                if retention is not None:
+                    await tx.all(s.trim_runs, (job, cut, retention))
+        if history_ttl_ms is not None:
+            ttl = int(history_ttl_ms)
+            await tx.all(s.ttl_results, (job, ttl))
+            await tx.all(s.ttl_claims, (job, ttl))

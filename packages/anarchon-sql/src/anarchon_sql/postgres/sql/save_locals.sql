@@ -1,0 +1,3 @@
+    saves bigint;
+    size integer;
+    cut bigint;
