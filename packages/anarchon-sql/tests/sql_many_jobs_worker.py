@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from anarchon import RunContext, Scheduler
-from anarchon.registry import resolve_backend
+from anarchon.backend.registry import resolve_backend
 
 
 def _until(until_ms: int, until_file: Path | None) -> int:

@@ -16,12 +16,12 @@ import psycopg
 import pytest
 from anarchon import RunContext, Scheduler
 from anarchon.backend import STORE_FORMAT
+from anarchon.backend.registry import installed_backends, resolve_backend
 from anarchon.errors import (
     BackendUnavailableError,
     InvalidConfigError,
     StoreFormatError,
 )
-from anarchon.registry import installed_backends, resolve_backend
 from anarchon.types import ClaimInput, JobLimits, RunClaim, StoredResult
 from anarchon_sql import (
     PostgresBackend,

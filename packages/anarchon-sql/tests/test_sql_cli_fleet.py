@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from anarchon.fleet_types import Declaration
+from anarchon.fleet.types import Declaration
 from anarchon.types import ClaimInput, StoredResult
 from anarchon_sql import SqliteBackend
 

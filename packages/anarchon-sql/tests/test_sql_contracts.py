@@ -134,7 +134,7 @@ def test_example_clients_opening_a_fresh_file_together_all_open(tmp_path: Path) 
 
 
 class TestPostgresModel(LeaseModelContract):
-    """PostgreSQL answers every lease operation like the reference model (anarchon.lease_model)."""
+    """PostgreSQL answers every lease operation like the reference model (anarchon.backend.lease_model)."""
 
     @pytest.fixture
     def backend(self, pg_dsn: str) -> Backend:
@@ -142,7 +142,7 @@ class TestPostgresModel(LeaseModelContract):
 
 
 class TestSqliteModel(LeaseModelContract):
-    """SQLite answers every lease operation like the reference model (anarchon.lease_model)."""
+    """SQLite answers every lease operation like the reference model (anarchon.backend.lease_model)."""
 
     @pytest.fixture
     def backend(self, sqlite_path: str) -> Backend:

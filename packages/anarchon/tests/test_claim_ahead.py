@@ -1,4 +1,4 @@
-"""Claiming ahead (docs/operations.md, "Claiming ahead"): claimed before the fire time, run at it."""
+"""Claiming ahead (docs/scaling.md, "Claiming ahead"): claimed before the fire time, run at it."""
 
 from __future__ import annotations
 

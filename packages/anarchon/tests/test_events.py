@@ -103,7 +103,7 @@ async def test_raising_and_sleeping_callbacks_change_nothing(
     ordered = sorted(counts)
     assert ordered == list(range(ordered[0], ordered[-1] + 200, 200)), "a slot was skipped"
     history = await schedulers[0].history("tick", limit=1000)
-    # A slot claimed ahead (docs/operations.md, "Claiming ahead") as stop() began was handed
+    # A slot claimed ahead (docs/scaling.md, "Claiming ahead") as stop() began was handed
     # over without running: it is recorded so, after every slot that ran.
     handed = [r for r in history if r.status != "ok"]
     assert all(r.status == "interrupted" and r.reason == "handed_over" for r in handed), handed

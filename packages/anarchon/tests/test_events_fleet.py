@@ -1,6 +1,6 @@
 """Events from the fleet features: ``skipped`` for paused/skip_next slots, ``schedule_drift``.
 
-On the memory backend, lease and claim-only paths (docs/operations.md, "Events").
+On the memory backend, lease and claim-only paths (docs/fleet.md, "Events").
 """
 
 from __future__ import annotations

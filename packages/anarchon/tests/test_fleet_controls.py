@@ -201,7 +201,7 @@ def test_skip_reason_spares_slots_due_before_the_skip_was_stored() -> None:
     assert skip_reason(JobControl("j", skip_until=3_000), 4_000) is None
 
 
-# Catch-up after resume (docs/operations.md, "Pause, resume and skip") ---------
+# Catch-up after resume (docs/fleet.md, "Pause, resume and skip") ---------
 
 _T0 = 1_800_000_000_000  # a whole second
 

@@ -38,14 +38,27 @@ DEPRECATED = {
     "anarchon.results": "anarchon._scheduler.results",
     "anarchon.status": "anarchon.fleet.status",
     "anarchon.tasks": "anarchon._scheduler.tasks",
+    "anarchon.testing.contract": "anarchon.testing.contracts.backend",
+    "anarchon.testing.lease_contract": "anarchon.testing.contracts.lease",
+    "anarchon.testing.lease_model_contract": "anarchon.testing.contracts.lease_model",
+    "anarchon.testing.sync_contract": "anarchon.testing.contracts.sync",
+    "anarchon.testing.fleet_contract": "anarchon.testing.contracts.fleet",
+    "anarchon.testing.retry_contract": "anarchon.testing.contracts.retry",
+    "anarchon.testing.job_retry_contract": "anarchon.testing.contracts.job_retry",
+    "anarchon.testing.one_off_contract": "anarchon.testing.contracts.one_off",
+    "anarchon.testing.faults": "anarchon.testing.scenarios.faults",
+    "anarchon.testing.fault_report": "anarchon.testing.scenarios.fault_report",
+    "anarchon.testing.fault_worker": "anarchon.testing.scenarios.fault_worker",
+    "anarchon.testing.heal": "anarchon.testing.scenarios.heal",
+    "anarchon.testing.stop_bound": "anarchon.testing.scenarios.stop_bound",
+    "anarchon.testing.slow_link": "anarchon.testing.scenarios.slow_link",
+    "anarchon.testing.clock_step": "anarchon.testing.scenarios.clock_step",
+    "anarchon.testing.control_scenario": "anarchon.testing.scenarios.control",
+    "anarchon.testing.one_off_fleet": "anarchon.testing.scenarios.one_off",
+    "anarchon.testing.proxy": "anarchon.testing.scenarios.proxy",
+    "anarchon.testing.fenced_effects": "anarchon.testing.scenarios.fenced_effects",
 }
 """Old paths the docs show: each re-exports its names from the new path and warns."""
-
-INTERNAL_STUBS = {
-    "anarchon.history": "anarchon.backend.history",
-    "anarchon.one_off": "anarchon.schedules",
-}
-"""Old undocumented paths other packages still import: silent re-exports, to go."""
 
 
 def _modules(package: str) -> Iterator[tuple[str, Path]]:
@@ -265,19 +278,9 @@ def test_a_documented_old_path_still_imports_and_warns(old: str) -> None:
     sys.modules.pop(old, None)
     with pytest.warns(DeprecationWarning, match=re.escape(old)):
         stub = importlib.import_module(old)
-    assert stub.__all__
-    for name in stub.__all__:
-        assert getattr(stub, name) is getattr(new, name), name
-
-
-@pytest.mark.parametrize("old", sorted(INTERNAL_STUBS))
-def test_an_internal_old_path_still_imports(old: str) -> None:
-    new = importlib.import_module(INTERNAL_STUBS[old])
-    sys.modules.pop(old, None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        stub = importlib.import_module(old)
-    for name in stub.__all__:
+    names = getattr(stub, "__all__", None) or new.__all__
+    assert names
+    for name in names:
         assert getattr(stub, name) is getattr(new, name), name
 
 
@@ -285,18 +288,12 @@ def test_an_internal_old_path_still_imports(old: str) -> None:
     "part",
     [
         "core",
-        pytest.param(
-            "testing",
-            marks=pytest.mark.xfail(
-                reason="anarchon.testing imports old paths until the imports are rewritten",
-                strict=False,
-            ),
-        ),
+        "testing",
     ],
 )
 def test_the_new_paths_do_not_warn(part: str) -> None:
     """Importing every non-stub module of the core warns nothing (no stub on the way)."""
-    stubs = {*DEPRECATED, *INTERNAL_STUBS}
+    stubs = set(DEPRECATED)
     names = [
         m
         for m, _p in _modules("anarchon")

@@ -63,7 +63,7 @@ async def test_early_claims_are_refused_logged_once_and_resync_the_clock(
     assert len(early_lines) == 1, [r.getMessage() for r in early_lines]
     assert early_lines[0].levelno == logging.WARNING
     # A slot claimed ahead as stop() began is handed over without running
-    # (docs/operations.md, "Claiming ahead"): not a run of this instance.
+    # (docs/scaling.md, "Claiming ahead"): not a run of this instance.
     store_slots = [
         r.slot
         for r in await backend.history("tick", 1000)

@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn extreme_inputs_are_exact() {
-        // The case of issue 14: 1 s with a 500 ms offset, from i64::MIN.
+        // 1 s with a 500 ms offset, from i64::MIN.
         let e = Every::new(1_000, 500).unwrap();
         // i64::MIN = -9_223_372_036_854_775_808; the next ...500 after it.
         assert_eq!(e.next_after(i64::MIN), Some(-9_223_372_036_854_775_500));

@@ -4,7 +4,7 @@
 //!
 //! A job may be taken a little before its fire time (its `lead_ms`, at most a
 //! quarter of the gap to its next slot): the scheduler claims it ahead and
-//! starts the handler at `fire_at` (docs/operations.md, "Claiming ahead").
+//! starts the handler at `fire_at` (docs/scaling.md, "Claiming ahead").
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import nats.errors
+from anarchon.backend import InitOnce
 from anarchon.errors import BackendUnavailableError
 from nats.aio.client import Client
 
@@ -43,43 +44,30 @@ class Store:
         self.prefix = stream.prefix
         self.id_prefix = id_prefix
         self._ready = False
-        self._lock: asyncio.Lock | None = None
-        self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._init = InitOnce()
         self._subjects: dict[str, tuple[str, str]] = {}
 
     # Starting ------------------------------------------------------------------
 
-    def init_lock(self) -> asyncio.Lock:
-        """The lock that lets one ``init()`` (or stream update) run at a time on this loop.
-
-        A lock is bound to the event loop it was first used on: a backend used
-        from another running loop (a new ``asyncio.run``) gets a new lock.
-        """
-        loop = asyncio.get_running_loop()
-        if self._lock is None or self._lock_loop is not loop:
-            self._lock = asyncio.Lock()
-            self._lock_loop = loop
-        return self._lock
-
     async def init(self) -> None:
         """Connect, create or update the stream and check the store format. Idempotent."""
+        await self._init.run(self._connected, self._start)
+
+    def _connected(self) -> bool:
         nc = self.connection.nc
-        if self._ready and nc is not None and not nc.is_closed:
-            return
-        async with self.init_lock():
-            nc = self.connection.nc
-            if self._ready and nc is not None and not nc.is_closed:
-                return
-            self._ready = False
-            opened = await self.connection.open()
-            try:
-                with self.connection.driver_errors("start"):
-                    await self._retrying(lambda: self.stream.ensure(opened))
-                    await self._retrying(lambda: self.stream.check_format(opened))
-            except BaseException:
-                await self.close()
-                raise
-            self._ready = True
+        return self._ready and nc is not None and not nc.is_closed
+
+    async def _start(self) -> None:
+        self._ready = False
+        opened = await self.connection.open()
+        try:
+            with self.connection.driver_errors("start"):
+                await self._retrying(lambda: self.stream.ensure(opened))
+                await self._retrying(lambda: self.stream.check_format(opened))
+        except BaseException:
+            await self.close()
+            raise
+        self._ready = True
 
     async def _retrying(self, step: Callable[[], Awaitable[None]]) -> None:
         """Run an ``init()`` step, waiting out a JetStream that is not ready yet (a cluster)."""
@@ -151,5 +139,5 @@ class Store:
 
     async def _reconcile(self, raise_only: bool) -> None:
         nc = await self.client()
-        async with self.init_lock():
+        async with self._init.lock():
             await self.stream.reconcile(nc, raise_only)

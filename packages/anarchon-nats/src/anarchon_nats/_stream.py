@@ -13,14 +13,13 @@ import json
 import logging
 from typing import Any
 
-from anarchon.backend import STORE_FORMAT
+from anarchon.backend import DEFAULT_HISTORY_SIZE, STORE_FORMAT
 from anarchon.errors import (
     BackendUnavailableError,
     InvalidConfigError,
     StoreFormatError,
     UnsupportedError,
 )
-from anarchon.jobs import DEFAULTS
 from nats.aio.client import Client
 from nats.js.errors import APIError
 
@@ -38,15 +37,12 @@ from anarchon_nats._errors import (
     api_error,
 )
 
-__all__ = ["JOB_HISTORY_DEFAULT", "Stream", "job_history_cap"]
+__all__ = ["Stream", "job_history_cap"]
 
 log = logging.getLogger("anarchon.nats")
 
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _UNLIMITED = 2**62
-
-JOB_HISTORY_DEFAULT = int(DEFAULTS["history_size"])
-"""The job option ``history_size``'s default (1000): not a request for that many runs."""
 
 
 def job_history_cap(job: str, history_size: int, stream_limit: int) -> int:
@@ -58,7 +54,7 @@ def job_history_cap(job: str, history_size: int, stream_limit: int) -> int:
     the stream-wide limit. ``JobLimits`` cannot tell an explicit 1000 from the
     default, so an explicit 1000 is taken as the default too.
     """
-    if history_size > stream_limit and history_size != JOB_HISTORY_DEFAULT:
+    if history_size > stream_limit and history_size != DEFAULT_HISTORY_SIZE:
         raise UnsupportedError(
             f"job {job!r}: history_size {history_size} is above the stream-wide limit"
             f" {stream_limit}; NATS keeps history per subject for the whole stream:"

@@ -25,6 +25,7 @@ import abc
 from collections.abc import Sequence
 from typing import Any
 
+from anarchon.backend import kept_runs
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
@@ -32,7 +33,7 @@ from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
 from anarchon_redis import _lua
 from anarchon_redis._batch import group_by_job, retry_noscript
 from anarchon_redis._client import LuaScript, text
-from anarchon_redis._records import append_manual_run, claim_records, decode_result, history_bound
+from anarchon_redis._records import append_manual_run, claim_records, decode_result
 from anarchon_redis._runtime import Runtime, Store, refuse_lease_options
 
 __all__ = ["DedupeRuntime"]
@@ -110,7 +111,7 @@ class DedupeRuntime(Runtime):
         trims: list[tuple[Any, ...]] = []
         for job, last in by_job.items():
             runs, manual, _results, _trimmed = self.keys(job)
-            size = history_bound(last.history_size)
+            size = kept_runs(last.history_size)
             ttl = "" if last.history_ttl_ms is None else int(last.history_ttl_ms)
             trims.append(("EVALSHA", _lua.TRIM_DEDUPE.sha, 1, runs, size, ttl, int(self.keep_ms)))
             trims.append(("EVALSHA", _lua.TRIM_STREAM.sha, 1, manual, size, ttl, 0, "slot"))

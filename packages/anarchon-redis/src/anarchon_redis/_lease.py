@@ -25,7 +25,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from anarchon.backend import RunStore
+from anarchon.backend import RunStore, StateRetention, kept_runs
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
 from anarchon.errors import DedupeWindowError
@@ -50,38 +50,23 @@ from anarchon.types import (
 from anarchon_redis import _lua
 from anarchon_redis._batch import run_batched
 from anarchon_redis._client import text
-from anarchon_redis._records import append_manual_run, claim_records, decode_result, history_bound
+from anarchon_redis._records import append_manual_run, claim_records, decode_result
 from anarchon_redis._runtime import Runtime, Store
 from anarchon_redis.strategies import Lease
 
 __all__ = [
     "FINISHED_MEMORY",
     "PLAIN_CLAIM_LEASE_MS",
-    "RETENTION_MARGIN_MS",
     "LeaseRuntime",
     "RedisRunStore",
-    "state_retention_ms",
 ]
 
-
-RETENTION_MARGIN_MS = 60_000
-"""Extra time finished run state is kept beyond what late and catch-up claims need."""
 
 FINISHED_MEMORY = 100_000
 """Runs ended by ``finish`` remembered until their result is saved (the oldest are forgotten)."""
 
 HISTORY_SLACK = 16
 """Extra records read beyond ``2 * limit`` (claims are stored in claim order, not slot order)."""
-
-
-def state_retention_ms(limits: JobLimits) -> int:
-    """How long finished run state of a job must be kept: the retention rule (ms).
-
-    Late and catch-up claims may ask for a slot up to ``max(max_late, catch_up)
-    + jitter`` after it; :data:`RETENTION_MARGIN_MS` more is kept on top.
-    """
-    catch_up = limits.catch_up_ms or 0
-    return max(limits.max_late_ms, catch_up) + limits.jitter_ms + RETENTION_MARGIN_MS
 
 
 def _claim_outcome(reply: Any, claim: RunClaim) -> ClaimOutcome:
@@ -108,7 +93,7 @@ class LeaseRuntime(Runtime):
         self.settings = settings
         self.runs: RedisRunStore = RedisRunStore(self)
         self._keys: dict[str, tuple[str, str, str]] = {}
-        self._keep: dict[str, int] = {}
+        self._keep = StateRetention()
         self._finished: dict[tuple[str, int, str], None] = {}
 
     # Keys -------------------------------------------------------------------
@@ -135,7 +120,8 @@ class LeaseRuntime(Runtime):
 
     def keep_ms(self, job: str) -> int:
         """How long finished run state of ``job`` is kept (what this instance knows it needs)."""
-        return self._keep.get(job, self.settings.window_ms)
+        keep = self._keep.get(job)
+        return self.settings.window_ms if keep is None else keep
 
     def claim_args(self, claim: RunClaim) -> tuple[Any, ...]:
         """One claim's own ARGV for the claim script (its settings go in :meth:`claim_profile`)."""
@@ -151,7 +137,7 @@ class LeaseRuntime(Runtime):
             int(claim.max_attempts),
             1 if claim.overlap else 0,
             1 if claim.create else 0,
-            history_bound(claim.history_size),
+            kept_runs(claim.history_size),
             self.keep_ms(claim.job),
             "" if ttl is None else int(ttl),
             "" if claim.early_ms is None else int(claim.early_ms),
@@ -188,8 +174,7 @@ class LeaseRuntime(Runtime):
                 f"job {limits.job!r}: catch_up ({catch_up} ms) + jitter ({limits.jitter_ms} ms)"
                 f" must be below the lease strategy's window_ms ({window} ms)"
             )
-        needed = state_retention_ms(limits)
-        self._keep[limits.job] = max(self._keep.get(limits.job, 0), needed)
+        self._keep.learn(limits)
 
     async def prepare_job(self, job: str, history_size: int) -> None:
         """Record (in the store) how long this instance needs the job's run state kept.
@@ -235,7 +220,7 @@ class LeaseRuntime(Runtime):
             w = writes[i]
             ttl = w.history_ttl_ms
             return (
-                history_bound(w.history_size),
+                kept_runs(w.history_size),
                 "" if ttl is None else int(ttl),
                 self.keep_ms(w.job),
             )

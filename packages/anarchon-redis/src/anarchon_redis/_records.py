@@ -20,14 +20,8 @@ __all__ = [
     "claim_records",
     "decode_result",
     "entry_ms",
-    "history_bound",
     "stream_fields",
 ]
-
-
-def history_bound(history_size: int) -> int:
-    """How many runs history keeps for a job's ``history_size`` (at least one): what trims use."""
-    return max(int(history_size), 1)
 
 
 def _opt_int(value: Any) -> int | None:

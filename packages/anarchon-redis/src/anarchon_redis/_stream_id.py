@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from anarchon.backend import kept_runs
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
@@ -28,7 +29,7 @@ from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
 from anarchon_redis import _lua
 from anarchon_redis._batch import group_by_job, retry_noscript
 from anarchon_redis._client import is_error_reply, text
-from anarchon_redis._records import append_manual_run, claim_records, decode_result, history_bound
+from anarchon_redis._records import append_manual_run, claim_records, decode_result
 from anarchon_redis._runtime import Runtime, Store, refuse_lease_options
 from anarchon_redis.strategies import StreamId
 
@@ -126,7 +127,7 @@ class StreamIdRuntime(Runtime):
         trims: list[tuple[Any, ...]] = []
         for job, last in by_job.items():
             runs, manual, _results = self.keys(job)
-            size = history_bound(last.history_size)
+            size = kept_runs(last.history_size)
             ttl = "" if last.history_ttl_ms is None else int(last.history_ttl_ms)
             trims.append(("EVALSHA", trim.sha, 1, runs, size, ttl, 1, ""))
             trims.append(("EVALSHA", trim.sha, 1, manual, size, ttl, 0, "slot"))

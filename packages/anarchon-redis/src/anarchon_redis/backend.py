@@ -14,14 +14,13 @@ driver, which must know it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from anarchon.backend import STORE_FORMAT, Backend, RunStore
+from anarchon.backend import STORE_FORMAT, Backend, InitOnce, RunStore
 from anarchon.backend.registry import redact_url
 from anarchon.errors import (
     AnarchonError,
@@ -160,7 +159,7 @@ class RedisBackendBase(Backend):
         self._runtime: Runtime = build_runtime(self, self.strategy)
         self.runs: RunStore | None = self._runtime.runs if self.strategy.leases else None
         self._conn: Connection | None = None
-        self._init_lock: asyncio.Lock | None = None
+        self._init = InitOnce()
         self.server: str | None = None
         """``"redis 7.0.15"`` or ``"valkey 9.1.2"`` once initialised."""
 
@@ -240,16 +239,10 @@ class RedisBackendBase(Backend):
         Idempotent. An unreachable server raises ``BackendUnavailableError``
         (``ANARCHON_BACKEND_UNAVAILABLE``) naming it with the password hidden.
         """
-        # The idempotent-init lock: concurrent callers wait for one _connect();
-        # close() resets it, so a closed backend connects again on next use.
-        if self._conn is not None:
-            return
-        if self._init_lock is None:
-            self._init_lock = asyncio.Lock()
-        async with self._init_lock:
-            if self._conn is not None:
-                return
-            self._conn = await self._connect()
+        await self._init.run(lambda: self._conn is not None, self._start)
+
+    async def _start(self) -> None:
+        self._conn = await self._connect()
 
     async def _connect(self) -> Connection:
         """Open a connection and check it as :meth:`init` says; closed again if a check fails."""
@@ -327,7 +320,7 @@ class RedisBackendBase(Backend):
     async def close(self) -> None:
         """Close the client if the backend opened it; a client you passed in stays open."""
         conn, self._conn = self._conn, None
-        self._init_lock = None
+        self._init.reset()
         if conn is not None and conn.owned:
             await conn.close()
 

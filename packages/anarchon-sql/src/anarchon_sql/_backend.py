@@ -26,7 +26,7 @@ from anarchon.errors import (
     BackendUnavailableError,
     InvalidConfigError,
 )
-from anarchon.fleet_types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
     ClaimInput,
@@ -43,7 +43,7 @@ from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
 from anarchon_sql._driver_errors import is_connection_error, is_transient_sql_error, scrub
 from anarchon_sql._fleet import FleetStatements, control_of, declaration_of
 from anarchon_sql._foreign import find_foreign_table
-from anarchon_sql._history import RETENTION_MARGIN_MS, SqlHistory
+from anarchon_sql._history import SqlHistory
 from anarchon_sql._lease import SqlLeases
 from anarchon_sql._run_store import SqlRunStore
 from anarchon_sql._schema import Schema
@@ -53,7 +53,6 @@ from anarchon_sql._statements import Statements
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "PLAIN_CLAIM_LEASE_MS",
-    "RETENTION_MARGIN_MS",
     "SqlBackend",
     "SqlRunStore",
 ]

@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Iterable
 from urllib.parse import unquote
 
-from anarchon.registry import redact_url
+from anarchon.backend.registry import redact_url
 
 __all__ = [
     "is_connection_error",

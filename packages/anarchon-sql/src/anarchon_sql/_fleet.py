@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from anarchon.fleet_types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl
 
 from anarchon_sql._client import Row, SqlClient
 from anarchon_sql._dialect import SqlDialect, SqlTables

@@ -5,7 +5,7 @@ the result, count the save and, every ``history_size // 2`` saves of the job,
 trim results and claims to the newest ``history_size`` (never the records of
 a run still in progress), then drop what is older than the TTL. Finished run
 state is trimmed with them once older than the job's retention
-(:func:`run_state_retention_ms`).
+(:func:`anarchon.backend.state_retention_ms`, the core's one rule).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from anarchon.history import build_history
+from anarchon.backend import StateRetention
+from anarchon.backend.history import build_history
 from anarchon.types import ClaimInput, ClaimRecord, JobLimits, ResultWrite, RunRecord, StoredResult
 
 from anarchon_sql._chunks import by_job, chunks
@@ -22,16 +23,7 @@ from anarchon_sql._client import SqlClient
 from anarchon_sql._session import SqlSession
 from anarchon_sql._statements import Statements
 
-__all__ = ["RETENTION_MARGIN_MS", "SqlHistory", "run_state_retention_ms"]
-
-RETENTION_MARGIN_MS = 60_000
-"""Extra time finished run state is kept beyond what late and catch-up claims need."""
-
-
-def run_state_retention_ms(limits: JobLimits) -> int:
-    """How long a job's finished run state must be kept: ``max(max_late, catch_up) + jitter``
-    plus :data:`RETENTION_MARGIN_MS` (late and catch-up claims still ask for such a slot)."""
-    return max(limits.max_late_ms, limits.catch_up_ms or 0) + limits.jitter_ms + RETENTION_MARGIN_MS
+__all__ = ["SqlHistory"]
 
 
 class SqlHistory:
@@ -40,12 +32,11 @@ class SqlHistory:
     def __init__(self, session: SqlSession, statements: Statements) -> None:
         self._session = session
         self._sql = statements
-        self._retention: dict[str, int] = {}
+        self._retention = StateRetention()
 
     def learn(self, limits: JobLimits) -> None:
-        """Keep the job's finished run state at least :func:`run_state_retention_ms` (the longest asked)."""
-        needed = run_state_retention_ms(limits)
-        self._retention[limits.job] = max(self._retention.get(limits.job, 0), needed)
+        """Keep the job's finished run state for the longest retention it was told."""
+        self._retention.learn(limits)
 
     def retention_of(self, job: str) -> int | None:
         """The job's run-state retention in ms; None before :meth:`learn` (kept as its history)."""

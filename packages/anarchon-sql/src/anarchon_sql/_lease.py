@@ -3,7 +3,7 @@
 Each step is one transaction (or one of the dialect's one-statement calls,
 :class:`~anarchon_sql._statements.DialectCalls`). The generic claim, release
 and retry trees are decided by the reference model
-(:mod:`anarchon.lease_model`) and written here in the store's tables; the
+(:mod:`anarchon.backend.lease_model`) and written here in the store's tables; the
 retry ends the failed attempt and starts the next under the same runner with
 the statements a takeover uses, behind the same per-job lock.
 """
@@ -14,9 +14,9 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from anarchon.backend.lease_model import Blocker, decide_claim, decide_release
+from anarchon.backend.lease_model import LeaseState as ModelState
 from anarchon.errors import BackendError
-from anarchon.lease_model import Blocker, decide_claim, decide_release
-from anarchon.lease_model import LeaseState as ModelState
 from anarchon.types import (
     ActiveRun,
     ClaimOutcome,
@@ -327,7 +327,7 @@ class SqlLeases:
     async def _claim_tx(self, tx: SqlClient, c: RunClaim) -> Row:
         """The claim tree (docs/leases.md) inside one transaction (generic path).
 
-        The reference model (:func:`anarchon.lease_model.decide_claim`)
+        The reference model (:func:`anarchon.backend.lease_model.decide_claim`)
         decides; this writes what it says, in this store's tables.
         """
         s = self._sql
@@ -463,7 +463,7 @@ class SqlLeases:
         )
 
     async def _release_tx(self, tx: SqlClient, job: str, slot: int, token: str) -> bool:
-        """A hand-over, decided by :func:`anarchon.lease_model.decide_release` (generic path)."""
+        """A hand-over, decided by :func:`anarchon.backend.lease_model.decide_release` (generic path)."""
         rows = await tx.all(self._sql.release_row, (job, slot, token))
         if not rows:  # no run, or another token holds it
             return False

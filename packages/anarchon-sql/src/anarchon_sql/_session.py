@@ -8,9 +8,10 @@ that client for the parts of the backend (leases, history, fleet).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
+
+from anarchon.backend import InitOnce
 
 from anarchon_sql._client import Row, SqlClient
 
@@ -32,7 +33,7 @@ class SqlSession:
         self.client: SqlClient | None = None
         """The connected client (None before ``init()`` and after ``close()``)."""
         self._owned = False
-        self._init_lock: asyncio.Lock | None = None
+        self._open = InitOnce()
 
     async def open_once(self, open_client: Callable[[], Awaitable[tuple[SqlClient, bool]]]) -> None:
         """Run ``open_client`` (``(client, owned)``) unless a client is there: the idempotent init.
@@ -40,20 +41,17 @@ class SqlSession:
         Callers that race here wait on one lock; the first opens, the others
         find its client.
         """
-        if self.client is not None:
-            return
-        if self._init_lock is None:
-            self._init_lock = asyncio.Lock()
-        async with self._init_lock:
-            if self.client is not None:
-                return
+
+        async def start() -> None:
             self.client, self._owned = await open_client()
+
+        await self._open.run(lambda: self.client is not None, start)
 
     async def close(self, close_client: Callable[[SqlClient], Awaitable[None]]) -> None:
         """Forget the client; close it with ``close_client`` if the backend opened it."""
         client, owned = self.client, self._owned
         self.client, self._owned = None, False
-        self._init_lock = None
+        self._open.reset()
         if client is not None and owned:
             await close_client(client)
 

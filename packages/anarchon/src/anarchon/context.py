@@ -135,7 +135,7 @@ class RunContext:
     """The scheduler's event loop (for :meth:`still_owner_sync`)."""
     catch_up_of: int | None = None
     """The paused slot (epoch ms) this run stands for, when it is the catch-up run after
-    ``resume`` (its own ``slot`` is then the resume's store time, docs/operations.md,
+    ``resume`` (its own ``slot`` is then the resume's store time, docs/fleet.md,
     "Pause, resume and skip"); None for every other run."""
 
     @property

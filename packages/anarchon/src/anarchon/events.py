@@ -13,7 +13,7 @@ subscriptions are read once per kind for each batch the task takes.
 Exporters (:meth:`EventBus.on_fields`, the metrics) are not queued: they
 update in-memory figures when the event is emitted.
 
-See docs/operations.md, "Events".
+See docs/fleet.md, "Events".
 """
 
 from __future__ import annotations

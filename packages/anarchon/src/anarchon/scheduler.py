@@ -74,11 +74,11 @@ class Scheduler(JobDeclarations):
     ``gc_freeze`` (default True): the first ``start()`` in the process of a
     scheduler with at least 1,000 jobs calls ``gc.freeze()``, so the cyclic
     garbage collector stops walking the jobs on every burst of slots
-    (:mod:`anarchon._scheduler.gc_tuning`, docs/operations.md "Many jobs in one process").
+    (:mod:`anarchon._scheduler.gc_tuning`, docs/scaling.md "Many jobs in one process").
     ``claim_ahead`` (lease backends, default 2 s, at most 4 s, 0 turns it off):
     each slot is claimed this long before its fire time (at most a quarter of
     the gap to the job's next slot) and its handler starts at the fire time,
-    so thousands of slots due together start on time (docs/operations.md,
+    so thousands of slots due together start on time (docs/scaling.md,
     "Claiming ahead").
 
     >>> scheduler = Scheduler(backend="memory://", instance_id="web-1")
@@ -119,7 +119,7 @@ class Scheduler(JobDeclarations):
         )
         self.stop_grace_ms = config_ms(stop_grace, "stop_grace", allow_zero=True)
         self.claim_ahead_ms = claim_ahead_ms(leases, claim_ahead)
-        """How long before its fire time a slot is claimed (lease backends; docs/operations.md)."""
+        """How long before its fire time a slot is claimed (lease backends; docs/scaling.md, "Claiming ahead")."""
         self.fleet_refresh_ms = config_ms(fleet_refresh, "fleet_refresh")
         self.control_cache_ms = config_ms(control_cache, "control_cache", allow_zero=True)
         if (
@@ -168,7 +168,7 @@ class Scheduler(JobDeclarations):
         """Call ``callback(event)`` (sync or async) for each event of ``kind``; returns an unsubscribe function.
 
         The kinds are in :data:`anarchon.events.EVENT_KINDS`; delivery is off the
-        scheduling path (docs/operations.md, "Events").
+        scheduling path (docs/fleet.md, "Events").
         """
         return self.events.on(kind, callback)
 
@@ -514,7 +514,7 @@ class Scheduler(JobDeclarations):
         records = await self.history(name, 1)
         return records[0] if records else None
 
-    # Fleet-wide controls (docs/operations.md, "Pause, resume and skip") ----
+    # Fleet-wide controls (docs/fleet.md, "Pause, resume and skip") ----
 
     async def pause(self, name: str) -> JobControl:
         """Pause job ``name`` on every instance sharing the store (within one wake-up).
@@ -530,7 +530,7 @@ class Scheduler(JobDeclarations):
 
         Slots skipped while paused stay skipped; with ``catch_up`` (lease
         backends), the newest of them within ``catch_up`` of the resume runs
-        once, at slot ``resumed_at`` (docs/operations.md, "Pause, resume and skip").
+        once, at slot ``resumed_at`` (docs/fleet.md, "Pause, resume and skip").
         """
         await self._ensure_init()
         return await resume_job(self.backend, self._job(name).name, self.instance_id)

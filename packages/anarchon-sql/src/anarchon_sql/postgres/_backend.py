@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from anarchon.backend.registry import redact_url
 from anarchon.errors import BackendUnavailableError, InvalidConfigError
-from anarchon.registry import redact_url
 
 from anarchon_sql._backend import SqlBackend
 from anarchon_sql._client import SqlClient, is_sql_client

@@ -4,7 +4,7 @@ A handler task exists only for a run this instance won. When the handler
 ends, the run moves to ``FINISHING`` and its outcome goes to the result
 batcher (``on_ended``); the run stays in :attr:`RunExecutor.active` until its
 end is stored, so its lease is renewed until the finish lands. A run claimed
-ahead of its fire time (docs/operations.md, "Claiming ahead") waits without a
+ahead of its fire time (docs/scaling.md, "Claiming ahead") waits without a
 task, in one list per fire time, and is started by one timer.
 """
 

@@ -1,4 +1,4 @@
-"""The scheduler's side of the fleet registry and controls (docs/operations.md).
+"""The scheduler's side of the fleet registry and controls (docs/fleet.md).
 
 :class:`FleetSync` declares this instance's jobs (one ``declare`` call for
 all of them) when they are prepared and every ``refresh_ms``, then reads the

@@ -11,7 +11,7 @@ per job-slot and the largest part of the start lateness p99
 
 ``gc.freeze()`` moves every object alive at that moment to a permanent
 generation that collections no longer walk; objects created later are
-collected as before (docs/operations.md, "Many jobs in one process"). A
+collected as before (docs/scaling.md, "Many jobs in one process"). A
 scheduler with at least :data:`FREEZE_MIN_JOBS` jobs does this once per
 process, when its first ``start()`` has prepared the jobs, unless it was
 created with ``gc_freeze=False``. The cost: garbage cycles made only of

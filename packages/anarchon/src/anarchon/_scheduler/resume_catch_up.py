@@ -1,4 +1,4 @@
-"""The catch-up run after ``resume`` (docs/operations.md, "Pause, resume and skip").
+"""The catch-up run after ``resume`` (docs/fleet.md, "Pause, resume and skip").
 
 A job declared with ``catch_up`` (more than ``max_late``, lease backends
 only) runs the newest slot ``s`` it missed while paused once after

@@ -3,7 +3,7 @@
 A native batch member is one store operation (it holds one permit of the
 in-flight bound). A backend without native members (the base class's per-item
 fallback) gets the single calls here instead, each holding a permit, so the
-bound counts store operations either way (docs/extending.md, "Batch members").
+bound counts store operations either way (docs/run-store.md, "Batch members").
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ DEFAULT_CLAIM_AHEAD_MS = 2_000
 
 A wave of thousands of slots is claimed while its time approaches, so the
 handlers start at their fire time instead of one claim round after another.
-2 s covers PostgreSQL answering a wave of 10,000 claims (docs/operations.md,
+2 s covers PostgreSQL answering a wave of 10,000 claims (docs/scaling.md,
 "Claiming ahead"). Each job's lead is at most a quarter of the gap to its
 next slot.
 """

@@ -130,7 +130,7 @@ class RunStore(abc.ABC):
             )
         )
 
-    # Optional batch members (docs/extending.md, "Batch members") ----------
+    # Optional batch members (docs/run-store.md, "Batch members") ----------
     # Each answers exactly what the same items answer one by one, in order.
     # Each item is atomic on its own; the batch need not be. A failed batch is
     # retried whole with the same tokens, so every item must be repeat-safe.
@@ -169,7 +169,7 @@ class RunStore(abc.ABC):
         retried batch (same tokens, same results) changes nothing more.
         Answers per item as ``finish()`` does. Default: None, meaning "not
         offered": the scheduler calls ``finish_many`` and then
-        ``Backend.save_results`` (docs/extending.md, "Batch members").
+        ``Backend.save_results`` (docs/run-store.md, "Batch members").
         """
         return None
 
@@ -294,7 +294,7 @@ class Backend(abc.ABC):
             return False
         return isinstance(error, (ConnectionError, TimeoutError, OSError))
 
-    # Optional fleet members (docs/operations.md, "Fleet registry") --------------
+    # Optional fleet members (docs/fleet.md, "Fleet registry") --------------
     # A backend without them still schedules; the fleet view, drift warnings
     # and pause/resume/skip then raise UnsupportedError naming the backend.
 
@@ -314,7 +314,7 @@ class Backend(abc.ABC):
         """The fleet-wide controls of every job that has one."""
         raise UnsupportedError(f"backend {self.name!r} has no fleet-wide controls")
 
-    # Optional batch members (docs/extending.md, "Batch members") ----------
+    # Optional batch members (docs/run-store.md, "Batch members") ----------
 
     async def claim_many(self, inputs: Sequence[ClaimInput]) -> list[bool]:
         """``claim()`` for each item. Default: the single calls under bounded concurrency."""

@@ -3,7 +3,7 @@
 A backend that does not implement ``claim_many`` and friends natively gets
 these: the single-item calls, at most ``limit`` in flight at once, the items of
 one job one after the other, answers in request order. Each item is atomic on
-its own; the batch as a whole is not (docs/extending.md, "Batch members").
+its own; the batch as a whole is not (docs/run-store.md, "Batch members").
 """
 
 from __future__ import annotations

@@ -218,7 +218,7 @@ class MemoryBackend(Backend):
                 _NAMED[name] = backend
             return backend
 
-    # Fleet registry and controls (docs/operations.md, "Fleet registry") ----
+    # Fleet registry and controls (docs/fleet.md, "Fleet registry") ----
 
     async def declare(self, declarations: Sequence[Declaration], ttl_ms: int) -> None:
         """Record or refresh each declaration; it expires ``ttl_ms`` after store time now."""

@@ -1,4 +1,4 @@
-"""Fleet-wide pause, resume and skip (docs/operations.md, "Pause, resume and skip").
+"""Fleet-wide pause, resume and skip (docs/fleet.md, "Pause, resume and skip").
 
 The controls live in the store (``Backend.set_control``/``controls``); every
 instance reads them once per wake-up (cached briefly) and the winner of a
@@ -49,7 +49,7 @@ async def resume_job(backend: Backend, job: str, by: str | None = None) -> JobCo
     Resuming a paused job sets ``resumed_at`` to store time now and keeps
     ``paused_at``: instances run the newest slot missed in between once, at
     slot ``resumed_at``, if the job's ``catch_up`` allows it
-    (docs/operations.md, "Pause, resume and skip"). Resuming a job that is
+    (docs/fleet.md, "Pause, resume and skip"). Resuming a job that is
     not paused changes nothing but ``updated_by``.
     """
     current = await _current(backend, job)

@@ -1,6 +1,6 @@
 """What an instance declares for a job: the schedule as text and its fingerprint.
 
-The fingerprint (docs/operations.md, "Fleet registry") is the first 16 hex
+The fingerprint (docs/fleet.md, "Fleet registry") is the first 16 hex
 digits of the SHA-256 of a canonical JSON object: the schedule text (below),
 then the options that change what runs when, in milliseconds or as plain
 values, keys sorted, no spaces. It depends on nothing but those values, so it

@@ -1,4 +1,4 @@
-"""The fleet view (docs/operations.md, "anarchon status"): every job the fleet declares.
+"""The fleet view (docs/fleet.md, "anarchon status"): every job the fleet declares.
 
 :func:`fleet_status` reads the registry, the fleet-wide controls, the history
 and the leases of a backend and returns one :class:`JobStatus` per declared

@@ -1,4 +1,4 @@
-"""What the fleet registry and fleet-wide controls store (docs/operations.md, "Fleet registry").
+"""What the fleet registry and fleet-wide controls store (docs/fleet.md, "Fleet registry").
 
 Each instance records what it declares (:class:`Declaration`), refreshed every
 few minutes and expiring when it stops; operators pause, resume and skip jobs
@@ -45,4 +45,4 @@ class JobControl:
     """Store time (ms) at which the job was last paused (kept after ``resume``)."""
     resumed_at: int | None = None
     """Store time (ms) of the last ``resume`` of a paused job: the slot of its catch-up run
-    (docs/operations.md, "Pause, resume and skip")."""
+    (docs/fleet.md, "Pause, resume and skip")."""

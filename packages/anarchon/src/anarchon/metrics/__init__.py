@@ -1,6 +1,6 @@
 """Metrics fed from scheduler events: :mod:`anarchon.metrics.prometheus` and :mod:`anarchon.metrics.otel`.
 
-Each exporter is one call, ``attach(scheduler)``; see docs/operations.md, "Metrics".
+Each exporter is one call, ``attach(scheduler)``; see docs/fleet.md, "Metrics".
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 
 Expose ``registry`` (or the default one) as usual: ``prometheus_client.start_http_server``
 in a plain process, ``prometheus_client.make_asgi_app`` mounted in FastAPI
-(docs/operations.md, "Metrics").
+(docs/fleet.md, "Metrics").
 
 The figures are kept in plain dicts updated by the event delivery task (no
 lock, no ``labels()`` lookup per run) and turned into metric families when

@@ -1,4 +1,4 @@
-"""The status page (docs/operations.md, "Status page"): a small ASGI app, ``anarchon[web]``.
+"""The status page (docs/fleet.md, "Status page"): a small ASGI app, ``anarchon[web]``.
 
 :func:`create_app` builds a Starlette app that shows the jobs of the fleet,
 each job's recent runs as a timeline, the live leases and pause/resume

@@ -411,7 +411,7 @@ class BackendContract(OneOffContract, JobRetryContract):
         A hypothesis property: fresh, lost and own slots mixed in one batch,
         repeated items and a batch retried with the same tokens; the answers
         and the resulting history must equal those of the same items sent one
-        by one (docs/extending.md, "Batch members").
+        by one (docs/run-store.md, "Batch members").
         """
         run_property(
             backend,

@@ -1,4 +1,4 @@
-"""Contract tests for the fleet registry and fleet-wide controls (docs/operations.md).
+"""Contract tests for the fleet registry and fleet-wide controls (docs/fleet.md).
 
 Override the ``backend`` fixture as for :class:`~anarchon.testing.BackendContract`.
 ``ttl_ms`` is the short registry TTL waited out to see entries expire.

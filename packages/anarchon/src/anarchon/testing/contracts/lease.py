@@ -657,7 +657,7 @@ class LeaseContract(RetryContract):
         repeated items and a batch retried with the same tokens. Answers
         (kind, attempt, runner) and the resulting active runs and history
         must equal those of the same items sent one by one
-        (docs/extending.md, "Batch members").
+        (docs/run-store.md, "Batch members").
         """
         long_ms, short_ms = self.long_lease_ms, self.batch_lease_ms
 

@@ -31,7 +31,7 @@ def _write(out: TextIO, **row: object) -> None:
 async def main(args: argparse.Namespace, out: TextIO) -> None:
     """Run the worker until SIGTERM, appending its records to ``out``."""
     # No claim ahead: a slot claimed ahead keeps the controls read at its claim (a skip or
-    # pause stored within its lead does not stop it; see docs/operations.md,
+    # pause stored within its lead does not stop it; see docs/fleet.md,
     # "Pause, resume and skip"), and the CLI under load cannot be aimed within a 250 ms lead.
     options: dict[str, Any] = {"control_cache": 0, "fleet_refresh": "1s"}
     try:

@@ -1,4 +1,4 @@
-"""Two OS processes on one real store, steered with the CLI (docs/operations.md).
+"""Two OS processes on one real store, steered with the CLI (docs/fleet.md).
 
 :func:`run_control_scenario` starts two worker processes
 (:mod:`anarchon.testing.scenarios._control_worker`) that share a job (every second) and

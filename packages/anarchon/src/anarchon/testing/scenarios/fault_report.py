@@ -136,7 +136,7 @@ class FaultReport:
         """A lease store after a ``kill -9``: the other instance took the slot over as attempt 2.
 
         A ``kill -9`` between a run's finish and its history write loses that record (an
-        open gap, docs/operations.md "What we test"): allowed, counted, nothing else is.
+        open gap, docs/faults.md "What we test"): allowed, counted, nothing else is.
         """
         assert self.slots > 0, self.summary()
         assert self.clean_but_cut_results, self.summary()

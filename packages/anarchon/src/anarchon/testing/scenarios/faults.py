@@ -104,7 +104,7 @@ SPACED = Workload(every_ms=4000, handler_ms=3000)
 A blackhole or a store restart keeps every finish of the cut-off worker from
 the store. A run that completes meanwhile, inside its lease, is run again by
 the backup: the at-least-once edge of leases
-(docs/operations.md, "Fault scenarios"), not what these scenarios measure. Faulted at most
+(docs/faults.md, "Fault scenarios"), not what these scenarios measure. Faulted at most
 ``_FRESH_MS`` after its run began, a worker holds one run, which its lease
 outlives only if the fault heals in time: the run that is hit is the one
 measured."""
@@ -186,7 +186,7 @@ class _Workers:
 
         A fault that lands between a handler's completion and its stored end
         makes the backup run that slot again: the at-least-once edge of leases
-        (docs/operations.md, "Fault scenarios"), not what the scenario measures. It faults a worker
+        (docs/faults.md, "Fault scenarios"), not what the scenario measures. It faults a worker
         whose earlier runs are settled, so the run it hits is the running one.
         """
         done = {a.slot for a in attempts(self.outs) if a.instance == f"w{index}" and a.completed}
@@ -439,7 +439,7 @@ def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
         handler="blocking", handler_ms=8000, every_ms=300_000, max_late="299s", stop_grace_s=4.0
     )
     # One slot per scenario: a next slot falling due during the stop would be claimed ahead
-    # and started within stop_grace (docs/operations.md, "Claiming ahead"), a second blocking
+    # and started within stop_grace (docs/scaling.md, "Claiming ahead"), a second blocking
     # run the stop then abandons. The scenario takes about 30 s; start it clear of a boundary.
     to_boundary_ms = work.every_ms - _wall_ms() % work.every_ms
     if to_boundary_ms < _SCENARIO_CLEARANCE_MS:
