@@ -12,7 +12,6 @@ import importlib
 import re
 import subprocess
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
