@@ -35,7 +35,13 @@ PLATFORMS = {
     "manylinux-aarch64": ("manylinux_2_17_aarch64", 183),
     "musllinux-x86_64": ("musllinux_1_2_x86_64", 62),
 }
-BACKENDS = sorted(p.name for p in (ROOT / "packages").iterdir() if p.name != "anarchon")
+# The published backend packages: not the core (built per platform) and not
+# anarchon-testservers (development only, never built into the wheelhouse).
+BACKENDS = sorted(
+    p.name
+    for p in (ROOT / "packages").iterdir()
+    if p.name not in ("anarchon", "anarchon-testservers")
+)
 
 
 @pytest.fixture(scope="session")
