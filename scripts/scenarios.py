@@ -44,7 +44,7 @@ INTRO = """# Scenario results
 
 Written by `uv run --frozen python scripts/scenarios.py`: the capacity, timing
 and fault scenarios that are not part of the test gate ([Faults and what we
-test](operations.md#what-we-test) says what each one injects and how its
+test](faults.md#what-we-test) says what each one injects and how its
 counts are defined). Each section says when, on which commit and on what load
 it was measured; rerun a part with `--parts tests|faults|network`.
 """
