@@ -227,19 +227,22 @@ async def test_hand_over_on_stop_runs_attempt_two_elsewhere() -> None:
 async def test_blocking_sync_handler_does_not_starve_the_heartbeat() -> None:
     backend = MemoryBackend()
     starts: list[int] = []
+    # A 2 s lease renewed every 500 ms: three renewals may come late (a loaded
+    # machine) before it runs out; the handler blocks for 2.5 leases.
+    leases: dict[str, Any] = {"lease": "2s", "heartbeat": "500ms"}
 
     def blocking(ctx: RunContext) -> None:
         starts.append(ctx.attempt)
-        time.sleep(1.6)  # well past the 600 ms lease
+        time.sleep(5.0)
 
-    a = Scheduler(backend, instance_id="a", **FAST)
-    b = Scheduler(backend, instance_id="b", **FAST)
+    a = Scheduler(backend, instance_id="a", **leases)
+    b = Scheduler(backend, instance_id="b", **leases)
     _hourly_now(blocking, a)
     _hourly_now(blocking, b)
     await a.start()
     await _until(lambda: bool(starts))
     await b.start()
-    await asyncio.sleep(2.0)
+    await asyncio.sleep(5.5)
     await a.stop()
     await b.stop()
     assert starts == [1]
