@@ -176,6 +176,51 @@ async def test_async_handler_swallowing_cancellation_keeps_its_lease_at_stop(
     assert any("still runs after stop() cancelled it" in r.message for r in caplog.records)
 
 
+async def test_a_sync_handler_outliving_stop_keeps_its_lease_until_it_returns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``stop()`` returns; the lease thread renews the lease, then finishes the run."""
+    backend = MemoryBackend()
+    intervals: list[tuple[str, int, float, float]] = []
+    release, started = threading.Event(), threading.Event()
+
+    def handler(ctx: RunContext) -> None:
+        start = time.monotonic()
+        started.set()
+        release.wait(10)  # ignores ctx.cancelled: nothing can stop this thread
+        intervals.append((ctx.instance_id, ctx.attempt, start, time.monotonic()))
+
+    a = Scheduler(backend, instance_id="a", stop_grace="200ms", **FAST)
+    b = Scheduler(backend, instance_id="b", **FAST)
+    for s in (a, b):
+        s.every("job", "1h", handler, jitter=0, max_late="2h", max_attempts=3)
+    caplog.set_level(logging.WARNING, logger="anarchon")
+    await a.start()
+    await _until(started.is_set)
+    async with b:
+        await asyncio.sleep(0.2)
+        t0 = time.monotonic()
+        await a.stop()  # 200 ms grace, cancelled, 200 ms more: then it returns
+        assert time.monotonic() - t0 < 2.0
+        await asyncio.sleep(2.0)  # more than three leases: b takes over a lease not renewed
+        assert not intervals, intervals  # still running, and b has not started it
+        active = await backend.runs.active("job") if backend.runs else []
+        assert [(r.runner, r.live) for r in active] == [("a", True)]
+        release.set()
+        await _until(lambda: len(intervals) == 1)
+        await _until(lambda: not waiters(), timeout=5)
+        await asyncio.sleep(1.0)  # a released run would be taken over within a heartbeat
+    assert [i[:2] for i in intervals] == [("a", 1)], intervals
+    history = await b.history("job")
+    assert [(r.attempt, r.instance_id, r.status) for r in history] == [(1, "a", "ok")]
+    assert any("the lease thread renews its lease" in r.message for r in caplog.records)
+
+
+def waiters() -> list[threading.Thread]:
+    """The non-daemon threads that keep the interpreter up for runs that outlived stop()."""
+    return [t for t in threading.enumerate() if t.name == "anarchon-lease-keeper-wait"]
+
+
 class _SlowBeats(MemoryRunStore):
     """The memory store behind a slow link for heartbeats only (80 ms before each reaches it)."""
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from anarchon._scheduler.resume_catch_up import log_catch_up
-from anarchon._scheduler.run_state import Ending, Phase, Run
+from anarchon._scheduler.run_state import Ending, HandlerThread, Phase, Run
 from anarchon._scheduler.tasks import TaskSet
 from anarchon.context import OwnerCheck, RunContext
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
@@ -293,11 +293,14 @@ class RunExecutor:
             if job.is_async:
                 await job.handler(ctx)  # type: ignore[misc]
             else:
-                call = functools.partial(contextvars.copy_context().run, job.handler, ctx)
+                thread = run.handler_thread = HandlerThread(started)
+                call = functools.partial(
+                    thread.call, contextvars.copy_context().run, job.handler, ctx
+                )
                 await _outlive(run, loop.run_in_executor(None, call))
         except asyncio.CancelledError:
-            if not ctx.cancelled.is_set():
-                raise
+            if not ctx.cancelled.is_set() or run.abandoned:
+                raise  # torn down, or left to the lease thread by stop(): no outcome here
             task = asyncio.current_task()
             if task is not None and sys.version_info >= (3, 11):
                 task.uncancel()
@@ -348,9 +351,11 @@ async def _outlive(run: Run, thread: asyncio.Future[Any]) -> None:
     ``RUNNING`` (its lease renewed) until the thread returns, so no backup
     starts beside it (docs/leases.md, "A lease lives as long as its handler").
     Only a cancellation without ``ctx.cancelled`` (the task is being torn
-    down) or a run ``abandoned`` by ``stop()`` stops the wait; the thread's
-    lease then expires, it is never released. A thread that returns normally
-    after a cancellation completed its run: the run ends with its result.
+    down) or a run ``abandoned`` by ``stop()`` stops the wait: ``stop()`` has
+    then handed the run to the lease thread, which renews its lease until the
+    thread returns and then finishes it; its lease is never released while
+    the thread lives. A thread that returns normally after a cancellation
+    completed its run: the run ends with its result.
     """
     ctx = run.ctx
     assert ctx is not None

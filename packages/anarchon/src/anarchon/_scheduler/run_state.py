@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import threading
+import time
 from typing import Any
 
 from anarchon.context import RunContext
 from anarchon.jobs import Job
 
-__all__ = ["Ending", "Phase", "Run"]
+__all__ = ["Ending", "HandlerThread", "Phase", "Run"]
 
 
 class Phase(enum.Enum):
@@ -51,6 +53,43 @@ class Ending(enum.Enum):
     """The store refused the lease's renewal with a permanent error."""
 
 
+class HandlerThread:
+    """A sync handler's thread, seen from any thread: whether it returned, and how.
+
+    The scheduler's loop waits for the thread through an asyncio future; the
+    lease thread, which keeps renewing the lease of a run that outlives
+    ``stop()``, reads this instead (docs/leases.md, "Stopping").
+    """
+
+    __slots__ = ("elapsed_s", "ended", "error", "started_at")
+
+    def __init__(self, started_at: int) -> None:
+        self.started_at = started_at
+        """Store time (ms) at which the handler started."""
+        self.ended = threading.Event()
+        """Set when the handler returned or raised."""
+        self.error: BaseException | None = None
+        """What the handler raised, if it raised."""
+        self.elapsed_s = 0.0
+        """How long the handler ran (set when it ended)."""
+
+    def call(self, handler: Any, *args: Any) -> Any:
+        """Call ``handler(*args)`` in the thread, recording its end."""
+        started = time.monotonic()
+        try:
+            return handler(*args)
+        except BaseException as error:
+            self.error = error
+            raise
+        finally:
+            self.elapsed_s = time.monotonic() - started
+            self.ended.set()
+
+    def finished_ms(self) -> int:
+        """Store time (ms) at which the handler ended (its start plus its duration)."""
+        return self.started_at + int(self.elapsed_s * 1000)
+
+
 class Run:
     """One run of ``(job, slot)`` on this instance."""
 
@@ -65,6 +104,7 @@ class Run:
         "ending",
         "exception",
         "fire_at",
+        "handler_thread",
         "job",
         "key",
         "lease_until",
@@ -119,6 +159,8 @@ class Run:
         """True while a won run waits for its ``fire_at`` (its handler has not started)."""
         self.abandoned = False
         """Set by ``stop()`` when it stops waiting for a handler that still lives."""
+        self.handler_thread: HandlerThread | None = None
+        """A sync handler's thread while it runs (None for async handlers)."""
 
     @property
     def holds_lease(self) -> bool:
