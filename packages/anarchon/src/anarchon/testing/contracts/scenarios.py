@@ -69,6 +69,7 @@ _STORES = {
     "test_a_blocking_handler_outlives_stop": "outlive_stores",
     "test_a_blocking_handler_outlives_stop_ten_times": "outlive_stores",
     "test_a_blocking_handler_outlives_stop_claim_only": "outlive_claim_only_stores",
+    "test_a_blocking_handler_outlives_stop_claim_only_ten_times": "outlive_claim_only_stores",
 }
 """Which class attribute lists the stores of each test."""
 
@@ -214,11 +215,24 @@ class OutliveStopScenarios(_ProcessScenarios):
         self, request: pytest.FixtureRequest, store: str, tmp_path: Path
     ) -> None:
         """Without leases: the slot is claimed once, so no other instance ever starts it."""
-        url = self.scenario_url(request, store, tmp_path, "live")
-        report = faults.blocking_handler_at_stop(url, tmp_path=tmp_path, leases=False)
-        print(report.summary())
-        assert report.overlaps == [], report.summary()
-        assert report.duplicates == {}, report.summary()
+        _check_claimed_once(self.scenario_url(request, store, tmp_path, "live"), tmp_path)
+
+    @pytest.mark.scenario
+    def test_a_blocking_handler_outlives_stop_claim_only_ten_times(
+        self, request: pytest.FixtureRequest, store: str, tmp_path: Path
+    ) -> None:
+        """The same without leases, 10 times in a row."""
+        for i in range(10):
+            url = self.scenario_url(request, store, tmp_path / str(i), f"live{i}")
+            _check_claimed_once(url, tmp_path / str(i))
+
+
+def _check_claimed_once(url: str, tmp_path: Path) -> None:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    report = faults.blocking_handler_at_stop(url, tmp_path=tmp_path, leases=False)
+    print(report.summary())
+    assert report.overlaps == [], report.summary()
+    assert report.duplicates == {}, report.summary()
 
 
 def _check_outlives_stop(url: str, tmp_path: Path) -> None:
