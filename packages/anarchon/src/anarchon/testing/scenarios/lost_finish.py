@@ -1,6 +1,6 @@
 """A lost finish: a failover to an asynchronous replica that missed the last writes.
 
-A fleet of ``processes`` × ``jobs`` runs every ``every_ms``. Mid-window the
+A fleet of ``processes`` x ``jobs`` runs every ``every_ms``. Mid-window the
 caller's ``cut()`` stops replication (the replica misses what follows); 500 ms
 later its ``fail_over()`` kills the primary, promotes the replica and points
 the fleet's address at it. Claims and finishes of those 500 ms are gone from
@@ -39,7 +39,7 @@ class LostFinishReport:
 
     jobs: int
     slots: int
-    """Job-slots checked: the fleet's window × jobs."""
+    """Job-slots checked: the fleet's window x jobs."""
     missed: int = 0
     unrecorded: int = 0
     """Runs of the window that started but have no history record at all."""
@@ -132,10 +132,7 @@ def run_lost_finish(
         )
         recorded = {(record.job, record.slot) for record in history}
         report.unrecorded = sum(
-            1
-            for name in names
-            for slot in result.ran(name)
-            if (name, slot) not in recorded
+            1 for name in names for slot in result.ran(name) if (name, slot) not in recorded
         )
     return report
 
