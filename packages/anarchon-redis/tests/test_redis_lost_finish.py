@@ -43,7 +43,7 @@ def test_a_lost_finish_blocks_no_job_and_runs_no_slot_again(tmp_path: Path) -> N
         def fail_over() -> None:
             primary.kill()
             promoted = redis.Redis(host="127.0.0.1", port=replica.port)
-            promoted.execute_command("REPLICAOF", "NO", "ONE")
+            promoted.replicaof("NO", "ONE")
             promoted.close()
             front.target_port = replica.port  # new connections reach the promoted replica
 
