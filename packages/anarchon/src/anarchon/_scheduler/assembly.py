@@ -250,6 +250,7 @@ def build_parts(
         fleet.on_controls = catch_up.check
         wakeups.watch = lambda: catch_up.watching
     claims.events = executor.events = results.events = wakeups.events = events
+    retries.events = events
     if keeper is not None:
         keeper.events = events
     return Parts(policy, claims, executor, results, keeper, wakeups, fleet)

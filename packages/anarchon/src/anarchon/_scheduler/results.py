@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from anarchon._scheduler.executor import Outcome
 from anarchon._scheduler.releases import release_runs
-from anarchon._scheduler.run_state import Ending, Run
+from anarchon._scheduler.run_state import CLAIM_NOT_DURABLE, Ending, Run
 from anarchon._scheduler.store_batches import StoreBatches, chunks
 from anarchon._scheduler.store_retry import GAVE_UP, StorePolicy, describe_error
 from anarchon._scheduler.tasks import TaskSet
@@ -31,6 +31,11 @@ FINISH_WINDOW_S = 0.003
 
 FINISH_RETRY_S = 60.0
 """How long a finish is retried through a store outage (at least the lease): docs/leases.md."""
+
+
+def _run_reason(run: Run) -> str | None:
+    """The reason a run's own record carries: ``claim_not_durable`` for one run on an uncertain claim."""
+    return CLAIM_NOT_DURABLE if run.uncertain else None
 
 
 class ResultBatcher:
@@ -77,7 +82,7 @@ class ResultBatcher:
             finished,
             error,
             run.attempt,
-            reason=run.skip_reason,
+            reason=run.skip_reason if run.skip_reason is not None else _run_reason(run),
         )
         self._pending.append((run, result))
         if self._timer is None:

@@ -25,12 +25,11 @@ from anarchon.testing.contracts._batch import (
     scenarios,
 )
 from anarchon.testing.contracts._support import new_job, new_token
-from anarchon.testing.contracts.retry import RetryContract
+from anarchon.testing.contracts.healing import HealingContract
 from anarchon.types import (
     ClaimInput,
     ClaimOutcome,
     RunClaim,
-    RunFinish,
     RunRecord,
     StoredResult,
 )
@@ -69,7 +68,7 @@ async def _records(backend: Backend, job: str, slot: int) -> list[RunRecord]:
     return [r for r in await backend.history(job, 100) if r.slot == slot]
 
 
-class LeaseContract(RetryContract):
+class LeaseContract(HealingContract):
     """Contract tests for :class:`anarchon.RunStore` (``backend.runs``).
 
     Override the ``backend`` fixture (it must have ``runs``). ``lease_ms`` is
@@ -449,7 +448,7 @@ class LeaseContract(RetryContract):
         """heartbeat/finish/release with another token (or no run) → False, state unchanged.
 
         A finish of a slot with no state is not "no run": it heals
-        (:meth:`test_finish_without_state_heals`).
+        (:class:`~anarchon.testing.contracts.healing.HealingContract`).
         """
 
         async def body(b: Backend) -> None:
@@ -475,62 +474,6 @@ class LeaseContract(RetryContract):
             ]
             records = await _records(b, job, slot)
             assert [r.status for r in records] == ["running"]
-
-        self.run(backend, body)
-
-    # finishes that heal (docs/durability.md) -----------------------------
-
-    def test_finish_without_state_heals(self, backend: Backend) -> None:
-        """A finish of a run with no state writes it finished (True); a new claim is ``done``.
-
-        A failover can lose a claim while its runner runs on: the finish then
-        finds nothing. It answers True (the result is stored) and leaves the
-        slot finished, so no other instance runs it again. A repeated finish
-        with the same token is True again; another token's finish is False.
-        """
-
-        async def body(b: Backend) -> None:
-            runs, job = _runs(b), new_job("lease-heal")
-            await b.prepare_job(job, 1000)
-            slot = await _slot(runs)
-            token = new_token()
-            assert await runs.finish(job, slot, token, "ok")
-            assert await runs.finish(job, slot, token, "ok"), "a repeated finish is True"
-            assert not await runs.finish(job, slot, new_token(), "ok")
-            assert (await runs.claim(self.request(job, slot, "instance-b"))).kind == "done"
-            assert (await runs.claim(self.request(job, slot, "instance-a", token=token))).kind == (
-                "done"
-            )
-            assert not await runs.heartbeat(job, slot, token, self.lease_ms)
-            assert not await runs.release(job, slot, token)
-            assert await runs.active(job) == []
-            assert await runs.lease_state(job, slot, token) in ("ended", "unknown")
-
-        self.run(backend, body)
-
-    def test_finish_many_without_state_heals(self, backend: Backend) -> None:
-        """``finish_many`` heals like ``finish``: per item, True once and again, others False."""
-
-        async def body(b: Backend) -> None:
-            runs, job = _runs(b), new_job("lease-heal-many")
-            await b.prepare_job(job, 1000)
-            slot = await _slot(runs)
-            won = self.request(job, slot - 1000, "instance-a")
-            assert (await runs.claim(won)).kind == "won"
-            lost = [new_token(), new_token()]
-            finishes = [
-                RunFinish(job, slot, lost[0], "ok"),
-                RunFinish(job, slot - 1000, won.token, "ok"),
-                RunFinish(job, slot + 1000, lost[1], "error", "boom"),
-            ]
-            assert list(await runs.finish_many(finishes)) == [True, True, True]
-            assert list(await runs.finish_many(finishes)) == [True, True, True]
-            others = [RunFinish(f.job, f.slot, new_token(), "ok") for f in finishes]
-            assert list(await runs.finish_many(others)) == [False, False, False]
-            for f in finishes:
-                claim = self.request(job, f.slot, "instance-b")
-                assert (await runs.claim(claim)).kind == "done", f
-            assert await runs.active(job) == []
 
         self.run(backend, body)
 
