@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from anarchon._scheduler.executor import Outcome
+from anarchon._scheduler.finish_resend import RecentFinishes
 from anarchon._scheduler.releases import release_runs
 from anarchon._scheduler.run_state import CLAIM_NOT_DURABLE, Ending, Run
 from anarchon._scheduler.store_batches import StoreBatches, chunks
@@ -55,8 +56,11 @@ class ResultBatcher:
         log: logging.Logger,
         on_stored: Callable[[Run], None],
         busy: Callable[[], bool] | None = None,
+        recent: RecentFinishes | None = None,
     ) -> None:
         self.instance_id = instance_id
+        self.recent = recent
+        """The finishes of the last lease, re-sent after an outage (lease backends)."""
         self.batches = batches
         self.policy = policy
         self.clock = clock
@@ -156,9 +160,12 @@ class ResultBatcher:
         for (run, result), ok in zip(finishing, answers):  # noqa: B905 - same length
             self.on_stored(run)  # the finish landed (or failed): the lease needs no renewal
             if ok is True:
-                writes.append(_write(run, result))
+                write = _write(run, result)
+                writes.append(write)
                 stored.append(run)
                 self._finished(run, result)
+                if self.recent is not None:
+                    self.recent.add(_finish_request(run, result), write)
             elif isinstance(ok, BaseException):
                 result.status = "error"
                 result.error = f"the store refused to finish the run: {describe_error(ok)}"
@@ -188,10 +195,13 @@ class ResultBatcher:
             return False
         if self.policy.outage:
             self.policy.recovered()
-        for (run, result), ok in zip(finishing, answers):  # noqa: B905 - same length
+        recent = self.recent
+        for (run, result), ok, request, write in zip(finishing, answers, requests, writes):  # noqa: B905 - same length
             self.on_stored(run)
             if ok is True:
                 self._finished(run, result)
+                if recent is not None:
+                    recent.add(request, write)
             else:
                 self._lost_before_finish(run)
         return True
