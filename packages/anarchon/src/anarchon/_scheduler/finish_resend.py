@@ -26,8 +26,9 @@ from anarchon.types import ResultWrite, RunFinish
 
 __all__ = ["RECENT_LIMIT", "RecentFinishes"]
 
-RECENT_LIMIT = 100_000
-"""The most finishes kept at once (the oldest go first): bounds memory at any run rate."""
+RECENT_LIMIT = 50_000
+"""The most finishes kept at once (the oldest go first): about 560 bytes each with the
+result they re-store, so at most about 28 MB whatever the run rate."""
 
 
 class RecentFinishes:
