@@ -14,7 +14,7 @@ from typing import ClassVar
 from anarchon.backend import Backend, RunStore
 from anarchon.testing.contracts._support import new_job, new_token
 from anarchon.testing.contracts.retry import RetryContract
-from anarchon.types import RunClaim, RunFinish
+from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
 
 __all__ = ["HealingContract"]
 
@@ -96,5 +96,33 @@ class HealingContract(RetryContract):
                 claim = self._claim(job, f.slot, "instance-b")
                 assert (await runs.claim(claim)).kind == "done", f
             assert await runs.active(job) == []
+
+        self.run(backend, body)
+
+    def test_finish_and_save_without_state_stores_the_result(self, backend: Backend) -> None:
+        """A healed finish keeps its result: history shows the run ended, not ``running``.
+
+        Through ``finish_and_save_many`` where the store offers it, else
+        ``finish_many`` then ``save_results`` as the scheduler does.
+        """
+
+        async def body(b: Backend) -> None:
+            runs, job = _runs(b), new_job("lease-heal-save")
+            await b.prepare_job(job, 1000)
+            slot = await _slot(runs)
+            token = new_token()
+            finish = RunFinish(job, slot, token, "error", "E: boom")
+            result = StoredResult(slot, token, "instance-a", "error", slot, slot + 5, "E: boom", 1)
+            write = ResultWrite(job, result)
+            answers = await runs.finish_and_save_many([finish], [write])
+            if answers is None:
+                answers = await runs.finish_many([finish])
+                await b.save_results([write])
+            assert list(answers) == [True]
+            records = [r for r in await b.history(job, 10) if r.slot == slot]
+            assert [(r.instance_id, r.status, r.error) for r in records] == [
+                ("instance-a", "error", "E: boom")
+            ]
+            assert (await runs.claim(self._claim(job, slot, "instance-b"))).kind == "done"
 
         self.run(backend, body)
