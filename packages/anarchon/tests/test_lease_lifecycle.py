@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from anarchon import MemoryBackend, RunContext, Scheduler
+from anarchon import MemoryBackend, Retry, RunContext, Scheduler
 from anarchon._scheduler.leases import safety_margin_ms
 from anarchon.backend.memory import MemoryRunStore
 from anarchon.context import CancelSignal
@@ -62,6 +62,31 @@ async def test_fencing_token_and_still_owner_while_running() -> None:
     async with scheduler:
         await _until(lambda: len(seen) == 2)
     assert seen == [(1, True, False), (1, True, False)]
+
+
+async def test_fencing_key_is_the_attempt_and_the_token_that_holds_the_lease() -> None:
+    """``ctx.fencing_key`` is ``(attempt, token)``; the store's lease is held by that token."""
+    backend = MemoryBackend()
+    store = backend.runs
+    assert store is not None
+    keys: list[tuple[tuple[int, str], str | None]] = []
+
+    async def handler(ctx: RunContext) -> None:
+        holder = [a.token for a in await store.active(ctx.job) if a.slot == ctx.slot]
+        keys.append((ctx.fencing_key, holder[0] if holder else None))
+        if ctx.attempt == 1:
+            raise ConnectionError("the next attempt gets a token of its own")
+
+    scheduler = Scheduler(backend, instance_id="a", **FAST)
+    scheduler.every(
+        "job", "1h", handler, jitter=0, max_late="2h", retry=Retry(attempts=2, backoff=0)
+    )
+    async with scheduler:
+        await _until(lambda: len(keys) == 2)
+    (first, held_first), (second, held_second) = keys
+    assert (first[0], second[0]) == (1, 2)
+    assert first[1] != second[1]
+    assert (held_first, held_second) == (first[1], second[1])
 
 
 async def test_still_owner_is_false_once_another_attempt_owns_the_run() -> None:

@@ -24,7 +24,10 @@ from typing import Any
 from anarchon.context import RunContext
 from anarchon.jobs import Job
 
-__all__ = ["Ending", "HandlerThread", "Phase", "Run"]
+__all__ = ["CLAIM_NOT_DURABLE", "Ending", "HandlerThread", "Phase", "Run"]
+
+CLAIM_NOT_DURABLE = "claim_not_durable"
+"""The reason of a slot skipped (or run, ``if_uncertain="run"``) on a claim not confirmed durable."""
 
 
 class Phase(enum.Enum):
@@ -117,6 +120,7 @@ class Run:
         "task",
         "timeout_timer",
         "token",
+        "uncertain",
         "wait_overlap",
         "waiting",
     )
@@ -137,7 +141,9 @@ class Run:
         self.wait_overlap = True
         """False for the last claim of a slot answered ``overlap`` (it records the skip)."""
         self.skip_reason: str | None = None
-        """Set when the fleet-wide controls skip this won slot (``paused``, ``skip_next``)."""
+        """Set when this won slot is skipped (``paused``, ``skip_next``, ``claim_not_durable``)."""
+        self.uncertain = False
+        """True when the store won the current attempt's claim but could not confirm it durable."""
         """True once this run has been a backup: its claims no longer create the run."""
         self.attempt = 0
         self.catch_up_of: int | None = None
