@@ -112,3 +112,60 @@ def test_a_finish_lost_in_a_restart_is_re_sent(
     with caplog.at_level(logging.INFO, logger="anarchon"):
         asyncio.run(main())
     assert "re-sent the finishes of" in caplog.text
+
+
+def test_a_finish_lost_without_an_outage_is_re_sent_when_it_blocks_the_job(
+    redis_server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lost finish the scheduler never saw fail: its next claim, answered ``overlap`` by its
+    own ended run, re-sends it, and the job's next slot runs (not one lease later).
+
+    The store loses the finish the way a failover to a replica does when the
+    driver's reconnect hides it: every key of the scheduler's prefix is dumped
+    while the first handler runs and restored (``RESTORE ... REPLACE``) once
+    its finish and result are acknowledged.
+    """
+    prefix = f"own{uuid.uuid4().hex[:6]}:"
+    job = "blocked"
+    ran: list[int] = []
+    dumped: dict[bytes, bytes] = {}
+    client = redis.Redis.from_url(redis_server.redis_url)
+
+    def handler(ctx: RunContext) -> None:
+        if not dumped:
+            for key in client.scan_iter(match=f"*{prefix}*"):
+                value = client.dump(key)
+                if value is not None:
+                    dumped[key] = value
+        ran.append(ctx.slot)
+
+    url = f"{redis_server.url}?prefix={prefix}"
+    scheduler = Scheduler(url, instance_id="a", lease="30s", heartbeat="1s")
+    scheduler.every(job, "1s", handler, jitter=0)
+
+    async def main() -> None:
+        await scheduler.start()
+        try:
+            await _until("the first run finished", lambda: len(ran) >= 1 and dumped)
+            first = ran[0]
+            await _until("its finish stored", lambda: not scheduler_holds(scheduler, job))
+            for key, value in dumped.items():  # the finish and the result are lost
+                client.restore(key, 0, value, replace=True)
+            lost_at = time.monotonic()
+            await _until("a later slot ran", lambda: any(slot > first + 1000 for slot in ran), 10)
+            assert time.monotonic() - lost_at < 5.0
+            records = [r for r in await scheduler.history(job, 100) if r.slot == first]
+            assert [(r.attempt, r.status) for r in records] == [(1, "ok")]
+        finally:
+            await scheduler.stop()
+
+    with caplog.at_level(logging.INFO, logger="anarchon"):
+        asyncio.run(main())
+    client.close()
+    assert "a finished run still held its lease" in caplog.text
+
+
+def scheduler_holds(scheduler: Scheduler, job: str) -> bool:
+    """True while the scheduler has a run of ``job`` whose end is not stored yet."""
+    parts = scheduler._parts  # noqa: SLF001 - the test waits for the finish to land
+    return parts is not None and parts.executor.holds(job)

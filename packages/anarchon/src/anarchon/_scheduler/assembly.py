@@ -195,6 +195,14 @@ def build_parts(
             holds=executor.holds,
         )
         executor.after_end = claims.waiter.local_ended
+        recent = results.recent
+        if recent is not None:
+
+            def own_overlap(job: str) -> None:
+                if not executor.holds(job):  # its handler ended here: its finish was lost
+                    recent.blocked_by_own(job)
+
+            claims.own_overlap = own_overlap
     if runs is not None:
         keeper = LeaseKeeper(
             lease_ms=lease_ms,

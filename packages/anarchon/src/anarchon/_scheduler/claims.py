@@ -79,6 +79,9 @@ class ClaimBatcher:
         self._early_logged = False
         self._retrying: set[asyncio.Task[object]] = set()
         self.waiter: OverlapWait | None = None
+        self.own_overlap: Callable[[str], None] | None = None
+        """Called with a job whose claim was answered ``overlap`` by a run of this instance (set
+        by the scheduler: the run's finish may have been lost in a failover)."""
         """Re-checks slots answered ``overlap`` (set by the scheduler if the store can wait)."""
 
     def cancel_retries(self) -> None:
@@ -167,6 +170,8 @@ class ClaimBatcher:
             elif kind == "running" and not self.stopping:
                 self.on_backup(run, outcome.lease_expires_at)
             elif kind == "overlap" and run.wait_overlap and self.waiter is not None:
+                if outcome.runner == self.instance_id and self.own_overlap is not None:
+                    self.own_overlap(run.job.name)
                 self.waiter.add(run)  # nothing was written: claimed again (overlap_wait.py)
             else:
                 if kind == "overlap" or (kind == "late" and not run.recheck):

@@ -56,6 +56,10 @@ class RecentFinishes:
             OrderedDict()
         )
         self._sending: asyncio.Task[None] | None = None
+        self._asked: set[str] = set()
+        """Jobs whose own finished run the store still showed live (see :meth:`blocked_by_own`)."""
+        self._asked_sent: set[tuple[str, int]] = set()
+        """Kept finishes already re-sent for such a job (each is re-sent once that way)."""
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -88,10 +92,45 @@ class RecentFinishes:
             return
         self._sending = self.tasks.spawn(self.resend(), "anarchon-resend")
 
-    async def resend(self) -> int:
-        """Send the kept finishes again in one ``finish_many``; return how many were sent."""
+    def blocked_by_own(self, job: str) -> None:
+        """A claim of ``job`` was answered ``overlap`` by a run of this instance that has ended.
+
+        Its finish was acknowledged and then lost (a failover to a replica
+        that missed it, which the driver's own reconnect hid from this
+        instance): the kept finishes of ``job`` are re-sent now, together
+        with those of the other jobs asked in the same turn of the loop, so
+        the job is not blocked for a lease by a run whose handler ended.
+        """
+        if not self._asked:
+            asyncio.get_running_loop().call_soon(self._send_asked)
+        self._asked.add(job)
+
+    def _send_asked(self) -> None:
+        jobs, self._asked = self._asked, set()
         self._drop_old(self.clock.monotonic())
-        items = list(self._kept.values())
+        self._asked_sent.intersection_update(self._kept)
+        keys = [k for k in self._kept if k[0] in jobs and k not in self._asked_sent]
+        if not keys:
+            return
+        self._asked_sent.update(keys)
+        items = [self._kept[k] for k in keys]
+        self.tasks.spawn(
+            self.resend(items, why="a finished run still held its lease"), "anarchon-resend"
+        )
+
+    async def resend(
+        self,
+        items: list[tuple[float, RunFinish, ResultWrite]] | None = None,
+        *,
+        why: str = "the store is reachable again",
+    ) -> int:
+        """Send the kept finishes (or ``items``) again in one ``finish_many`` per chunk.
+
+        Returns how many were sent.
+        """
+        self._drop_old(self.clock.monotonic())
+        if items is None:
+            items = list(self._kept.values())
         if not items:
             return 0
         finishes = [finish for _until, finish, _write in items]
@@ -114,10 +153,11 @@ class RecentFinishes:
                 self.policy.report("finishes", error)
             return 0
         self.log.info(
-            "anarchon: store %s reachable again: re-sent the finishes of %d run(s) that ended"
+            "anarchon: store %s: %s: re-sent the finishes of %d run(s) that ended"
             " within the last lease (%d still held by their token or healed, %d owned by"
             " another instance)",
             self.policy.backend.name,
+            why,
             len(finishes),
             len(writes),
             len(finishes) - len(writes),
