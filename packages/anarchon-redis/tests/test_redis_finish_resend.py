@@ -167,5 +167,5 @@ def test_a_finish_lost_without_an_outage_is_re_sent_when_it_blocks_the_job(
 
 def scheduler_holds(scheduler: Scheduler, job: str) -> bool:
     """True while the scheduler has a run of ``job`` whose end is not stored yet."""
-    parts = scheduler._parts  # noqa: SLF001 - the test waits for the finish to land
+    parts = scheduler._parts  # the test waits for the finish to land
     return parts is not None and parts.executor.holds(job)
