@@ -21,7 +21,14 @@ from anarchon.fleet.fingerprints import parse_schedule
 from anarchon.fleet.types import Declaration, JobControl
 from anarchon.types import RunRecord
 
-__all__ = ["InstanceDeclaration", "JobStatus", "LastRun", "fleet_status", "unknown_jobs_error"]
+__all__ = [
+    "InstanceDeclaration",
+    "JobStatus",
+    "LastRun",
+    "fleet_status",
+    "job_status",
+    "unknown_jobs_error",
+]
 
 
 @dataclass(frozen=True)
@@ -123,19 +130,40 @@ async def _job_status(
 ) -> JobStatus:
     newest, leases = await gather_or_cancel(backend.history(name, 1), _live_leases(backend, name))
     history = cast("list[RunRecord]", newest)
-    live = cast(int, leases)
+    return job_status(
+        name, declared, control, now, history[0] if history else None, cast(int, leases)
+    )
+
+
+def job_status(
+    name: str,
+    declared: Sequence[Declaration],
+    control: JobControl | None,
+    now: int,
+    newest: RunRecord | None,
+    live_leases: int,
+) -> JobStatus:
+    """The status of job ``name`` from what was read of the store (no store call).
+
+    ``declared`` are its live declarations (empty: a job no instance declares,
+    shown from history alone, without schedule), ``control`` its fleet-wide
+    control, ``now`` the store time, ``newest`` its newest history record and
+    ``live_leases`` how many of its leases are live.
+    """
     counts = Counter(d.fingerprint for d in declared)
-    main_print = max(counts, key=lambda f: (counts[f], f))
-    schedule_text = next(d.schedule for d in declared if d.fingerprint == main_print)
+    schedule_text = ""
     next_slot: int | None = None
     zone: str | None = None
-    try:
-        schedule = parse_schedule(schedule_text)
-    except AnarchonError:
-        schedule = None
-    if schedule is not None:
-        next_slot = schedule.next_after(now)
-        zone = getattr(schedule, "tz", None)
+    if counts:
+        main_print = max(counts, key=lambda f: (counts[f], f))
+        schedule_text = next(d.schedule for d in declared if d.fingerprint == main_print)
+        try:
+            schedule = parse_schedule(schedule_text)
+        except AnarchonError:
+            schedule = None
+        if schedule is not None:
+            next_slot = schedule.next_after(now)
+            zone = getattr(schedule, "tz", None)
     instances = sorted(
         (
             InstanceDeclaration(d.instance_id, d.fingerprint, d.schedule, d.seen_at)
@@ -148,8 +176,8 @@ async def _job_status(
         schedule=schedule_text,
         zone=zone,
         next_slot=next_slot,
-        last_run=_last(history[0]) if history else None,
-        live_leases=live,
+        last_run=_last(newest) if newest is not None else None,
+        live_leases=live_leases,
         instances=instances,
         paused=control.paused if control is not None else False,
         skip_until=control.skip_until if control is not None else None,
