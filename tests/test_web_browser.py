@@ -70,7 +70,9 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
         startup_s=10.0,
         scheduler_options={"lease": "5s", "heartbeat": "1s"},
     )
-    app = create_app(BackendSource(store, jobs=fleet.jobs), refresh_s=0.5)
+    app = create_app(
+        BackendSource(store, jobs=fleet.jobs), refresh_s=0.5, allow_writes_without_token=True
+    )
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,600"):
