@@ -49,6 +49,15 @@ def test_the_dashboard_serves_the_page_and_guards_the_buttons_with_the_token() -
         page = httpx.get(url + "/")
         status = httpx.get(url + "/api/status").json()
         refused = httpx.post(url + "/api/jobs/nightly/pause")
+        cross = httpx.post(
+            url + "/api/jobs/nightly/pause",
+            headers={
+                "Authorization": "Bearer t0ken",
+                "Origin": "https://evil.example",
+                "Content-Type": "application/x-www-form-urlencoded",
+            },
+        )
+        between = httpx.get(url + "/api/status").json()
         paused = httpx.post(
             url + "/api/jobs/nightly/pause", headers={"Authorization": "Bearer t0ken"}
         )
@@ -58,6 +67,9 @@ def test_the_dashboard_serves_the_page_and_guards_the_buttons_with_the_token() -
     assert [job["job"] for job in status["jobs"]] == ["nightly"]
     assert status["tokenRequired"] is True
     assert refused.status_code == 401
+    assert cross.status_code == 403  # a cross-site POST, even with the token
+    assert cross.json()["error"]["code"] == "ANARCHON_CROSS_SITE"
+    assert between["jobs"][0]["paused"] is False
     assert paused.status_code == 200
     assert after["jobs"][0]["paused"] is True
 

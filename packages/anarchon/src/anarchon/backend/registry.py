@@ -187,9 +187,10 @@ def redact_text(text: str, url: str) -> str:
     return text
 
 
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
+# The lookbehinds start a match only where a word starts: linear time on any text.
+_URL_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
 _PAIR_IN_TEXT = re.compile(
-    r"(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?P<close>['\"]?)(?P<sep>\s*[=:]\s*)"
+    r"(?<![A-Za-z0-9_])(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?P<close>['\"]?)(?P<sep>\s*[=:]\s*)"
     r"(?P<value>'[^']*'?|\"[^\"]*\"?|[^\s,;&'\"})\]]+)"
 )
 

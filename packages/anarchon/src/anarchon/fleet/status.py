@@ -1,8 +1,10 @@
 """The fleet view (docs/fleet.md, "anarchon status"): every job the fleet declares.
 
 :func:`fleet_status` reads the registry, the fleet-wide controls, the history
-and the leases of a backend and returns one :class:`JobStatus` per declared
-job. ``anarchon status`` and the status page both show it.
+(``history_many``, one batch) and the leases of a backend and returns one
+:class:`JobStatus` per declared job; ``anarchon status`` shows it.
+:func:`job_status` builds one from what was read, so the status page can read
+one page of jobs at a time.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from anarchon._scheduler.tasks import gather_or_cancel
 from anarchon.backend.base import Backend
+from anarchon.backend.batching import per_item
 from anarchon.errors import AnarchonError, UnknownJobError
 from anarchon.fleet.fingerprints import parse_schedule
 from anarchon.fleet.types import Declaration, JobControl
@@ -116,23 +118,16 @@ async def fleet_status(backend: Backend, jobs: Sequence[str] | None = None) -> l
         if unknown:
             raise unknown_jobs_error(unknown, list(by_job))
         names = sorted(set(jobs))
-    return await gather_or_cancel(
-        *(_job_status(backend, name, by_job[name], controls.get(name), now) for name in names)
-    )
+    newest = await backend.history_many(names, 1) if names else {}
+    live = await per_item(lambda name: _live_leases(backend, name), names, limit=16)
+    return [
+        job_status(name, by_job[name], controls.get(name), now, _first(newest.get(name)), leases)
+        for name, leases in zip(names, live, strict=True)
+    ]
 
 
-async def _job_status(
-    backend: Backend,
-    name: str,
-    declared: list[Declaration],
-    control: JobControl | None,
-    now: int,
-) -> JobStatus:
-    newest, leases = await gather_or_cancel(backend.history(name, 1), _live_leases(backend, name))
-    history = cast("list[RunRecord]", newest)
-    return job_status(
-        name, declared, control, now, history[0] if history else None, cast(int, leases)
-    )
+def _first(records: list[RunRecord] | None) -> RunRecord | None:
+    return records[0] if records else None
 
 
 def job_status(

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -134,6 +135,7 @@ def cross_site(headers: Mapping[str, str], scheme: str, trusted: Sequence[str]) 
     return None
 
 
+@functools.lru_cache(maxsize=4096)  # a failing job repeats one message run after run
 def error_text(error: str | None, chars: int) -> str | None:
     """``error`` with its secrets hidden (:func:`~anarchon.backend.registry.redact_secrets`), cut to ``chars``."""
     if error is None:

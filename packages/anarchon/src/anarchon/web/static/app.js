@@ -4,7 +4,7 @@
   const config = JSON.parse(document.body.dataset.config);
   const tokenBox = document.getElementById("token-box");
   const tokenInput = document.getElementById("token");
-  if ((config.writable && config.tokenRequired) || config.errorsNeedToken) {
+  if (config.tokenRequired && (config.writable || config.errorsNeedToken)) {
     tokenBox.hidden = false;
     tokenInput.value = sessionStorage.getItem("anarchon-token") || "";
     tokenInput.addEventListener("change", () => sessionStorage.setItem("anarchon-token", tokenInput.value));
