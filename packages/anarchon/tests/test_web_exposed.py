@@ -232,3 +232,13 @@ def test_error_text_cuts_long_text_and_keeps_short_text() -> None:
     assert "hunt" not in edge
     assert edge.endswith("***…")
     assert redact_secrets("{'token': 'abc', 'user': 'bob'}") == "{'token': '***', 'user': 'bob'}"
+
+
+async def test_no_other_site_may_frame_the_page() -> None:
+    backend = await _fleet(["tick"])
+    async with _client(create_app(backend, token="s3cret")) as client:
+        page = await client.get("/")
+        status = await client.get("/api/status")
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert status.headers["x-content-type-options"] == "nosniff"

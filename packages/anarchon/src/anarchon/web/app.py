@@ -62,6 +62,16 @@ MAX_PER_PAGE = 200
 """The largest page of ``api/status`` (``per_page``)."""
 
 _ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
+_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+_PAGE_HEADERS = {
+    **_HEADERS,
+    # No frame of another site may hold the page (a click on a framed button is
+    # a same-origin POST), and it runs only its own script and style.
+    "Content-Security-Policy": (
+        "default-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+}
 _STATUS_CODES: list[tuple[type[AnarchonError], int]] = [
     (UnknownJobError, 404),
     (UnsupportedError, 501),
@@ -198,9 +208,11 @@ def create_app(
             if refused is not None:
                 return _error("ANARCHON_UNKNOWN_HOST", refused, 400)
             try:
-                return await endpoint(request)
+                response = await endpoint(request)
             except AnarchonError as error:
-                return _anarchon_error(error)
+                response = _anarchon_error(error)
+            response.headers.update(_HEADERS)
+            return response
 
         return run
 
@@ -212,7 +224,7 @@ def create_app(
             .replace("{{title}}", html.escape(title))
             .replace("{{config}}", html.escape(json.dumps(config), quote=True))
         )
-        return HTMLResponse(body)
+        return HTMLResponse(body, headers=_PAGE_HEADERS)
 
     async def asset(request: Request) -> Response:
         name = request.path_params["name"]
