@@ -205,10 +205,11 @@ def create_app(
     def guarded(endpoint: Endpoint) -> Endpoint:
         async def run(request: Request) -> Response:
             refused = hosts.refusal(request.headers.get("host"), request.scope.get("server"))
-            if refused is not None:
-                return _error("ANARCHON_UNKNOWN_HOST", refused, 400)
             try:
-                response = await endpoint(request)
+                if refused is not None:
+                    response: Response = _error("ANARCHON_UNKNOWN_HOST", refused, 400)
+                else:
+                    response = await endpoint(request)
             except AnarchonError as error:
                 response = _anarchon_error(error)
             response.headers.update(_HEADERS)
