@@ -141,8 +141,14 @@ async def _page_commands(server: Server, prefix: str) -> int:
         before = _commands(client)
         response = await http.get("/api/status")
         used = _commands(client) - before
+        before = _commands(client)
+        readers = await asyncio.gather(*(http.get("/api/status?per_page=19") for _ in range(5)))
+        shared = _commands(client) - before
     assert response.status_code == 200
     assert len(response.json()["jobs"]) == 20
+    # five readers of an uncached page at once: one store read (19 jobs: at most a 20-job page)
+    assert len({r.content for r in readers}) == 1
+    assert shared <= used
     client.close()
     return used
 
