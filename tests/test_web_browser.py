@@ -70,7 +70,9 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
         startup_s=10.0,
         scheduler_options={"lease": "5s", "heartbeat": "1s"},
     )
-    app = create_app(BackendSource(store, jobs=fleet.jobs), refresh_s=0.5)
+    app = create_app(
+        BackendSource(store, jobs=fleet.jobs), refresh_s=0.5, allow_writes_without_token=True
+    )
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,600"):
@@ -219,3 +221,21 @@ def test_with_a_token_the_page_asks_for_it_before_a_pause_is_stored(page: Page) 
         )
         assert page.driver.find_element(By.ID, "error").text == ""
     assert asyncio.run(backend.controls())["nightly"].paused is True
+
+
+def test_the_page_shows_the_jobs_a_page_at_a_time(page: Page) -> None:
+    names = ["alpha", "bravo", "charlie"]
+    app = create_app(BackendSource(MemoryBackend(), jobs=names), per_page=2, refresh_s=0.5)
+    wait = WebDriverWait(page.driver, 60, poll_frequency=0.2)
+    rows_js = (
+        "return Array.from(document.querySelectorAll('#jobs tbody tr')).map((r) => r.dataset.job);"
+    )
+    with _serving(app) as url:
+        page.driver.get(url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-loaded="true"]'))
+        wait.until(lambda d: d.execute_script(rows_js) == names[:2])
+        assert page.driver.find_element(By.ID, "pager").is_displayed()
+        assert not page.driver.find_elements(By.CSS_SELECTOR, "button[data-action]")  # read-only
+        _click(page, "#next")
+        wait.until(lambda d: d.execute_script(rows_js) == names[2:])
+        assert page.driver.find_element(By.ID, "page").text == "page 2 of 2 (3 jobs)"

@@ -16,6 +16,7 @@ from anarchon.backend.registry import (
     EXTRAS,
     _install_hint,
     installed_backends,
+    redact_secrets,
     redact_text,
     redact_url,
     resolve_backend,
@@ -375,3 +376,35 @@ def test_redact_text_hides_every_secret_of_a_url() -> None:
     assert "admin" in shown
     assert "cache:6379" in shown
     assert redact_text("no secret here", "redis://cache/0") == "no secret here"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            "cannot connect to postgresql://admin:hunter2@db:5432/app (timeout)",
+            "cannot connect to postgresql://admin:***@db:5432/app (timeout)",
+        ),
+        (
+            "two: redis://:a@h/0 and nats://tok3n@h:4222",
+            "two: redis://:***@h/0 and nats://***@h:4222",
+        ),
+        ("dsn host=db password=hunter2 user=x", "dsn host=db password=*** user=x"),
+        ("{'password': 'hunter2', 'user': 'bob'}", "{'password': '***', 'user': 'bob'}"),
+        ('{"db_password": "s e c"}', '{"db_password": "***"}'),
+        ("redis://h:6379/0?token=abc&db=1", "redis://h:6379/0?token=***&db=1"),
+        (
+            "plain error: x=1, see https://example.com/a?b=c",
+            "plain error: x=1, see https://example.com/a?b=c",
+        ),
+    ],
+)
+def test_redact_secrets_hides_passwords_in_any_text(text: str, shown: str) -> None:
+    assert redact_secrets(text) == shown
+
+
+def test_redact_secrets_is_linear_on_long_words() -> None:
+    # a match starts only where a word starts; 200,000 characters of one word are one pass
+    word = "a" * 200_000
+    assert redact_secrets(word) == word
+    assert redact_secrets("x:" * 50_000) == "x:" * 50_000

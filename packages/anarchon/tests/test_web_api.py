@@ -59,7 +59,7 @@ async def test_status_lists_the_declared_jobs_with_runs_and_instances(fleet: Mem
         response = await client.get("/api/status")
     assert response.status_code == 200
     body = response.json()
-    assert body["writable"] is True
+    assert body["writable"] is False  # no token: read-only unless writes are allowed
     assert body["tokenRequired"] is False
     [job] = body["jobs"]
     assert job["job"] == "tick"
@@ -94,7 +94,7 @@ async def test_history_and_active_endpoints(fleet: MemoryBackend) -> None:
 
 
 async def test_pause_and_resume_write_the_control_to_the_store(fleet: MemoryBackend) -> None:
-    async with _client(create_app(fleet)) as client:
+    async with _client(create_app(fleet, allow_writes_without_token=True)) as client:
         paused = await client.post("/api/jobs/tick/pause")
         assert paused.status_code == 200
         assert paused.json()["paused"] is True
@@ -166,5 +166,13 @@ def test_bad_options_are_refused_at_create_time() -> None:
         create_app(backend, history_limit=0)
     with pytest.raises(InvalidConfigError, match="refresh_s"):
         create_app(backend, refresh_s=0)
+    with pytest.raises(InvalidConfigError, match="per_page"):
+        create_app(backend, per_page=0)
+    with pytest.raises(InvalidConfigError, match="error_chars"):
+        create_app(backend, error_chars=5)
+    with pytest.raises(InvalidConfigError, match="allowed_hosts"):
+        create_app(backend, allowed_hosts="localhost")
+    with pytest.raises(InvalidConfigError, match="trusted_origins"):
+        create_app(backend, trusted_origins="https://ops.example.com")
     with pytest.raises(InvalidConfigError, match="list of job names"):
         BackendSource(backend, jobs="tick")

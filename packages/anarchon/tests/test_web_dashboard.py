@@ -49,6 +49,15 @@ def test_the_dashboard_serves_the_page_and_guards_the_buttons_with_the_token() -
         page = httpx.get(url + "/")
         status = httpx.get(url + "/api/status").json()
         refused = httpx.post(url + "/api/jobs/nightly/pause")
+        cross = httpx.post(
+            url + "/api/jobs/nightly/pause",
+            headers={
+                "Authorization": "Bearer t0ken",
+                "Origin": "https://evil.example",
+                "Content-Type": "application/x-www-form-urlencoded",
+            },
+        )
+        between = httpx.get(url + "/api/status").json()
         paused = httpx.post(
             url + "/api/jobs/nightly/pause", headers={"Authorization": "Bearer t0ken"}
         )
@@ -58,6 +67,9 @@ def test_the_dashboard_serves_the_page_and_guards_the_buttons_with_the_token() -
     assert [job["job"] for job in status["jobs"]] == ["nightly"]
     assert status["tokenRequired"] is True
     assert refused.status_code == 401
+    assert cross.status_code == 403  # a cross-site POST, even with the token
+    assert cross.json()["error"]["code"] == "ANARCHON_CROSS_SITE"
+    assert between["jobs"][0]["paused"] is False
     assert paused.status_code == 200
     assert after["jobs"][0]["paused"] is True
 
@@ -80,3 +92,39 @@ def test_without_a_backend_it_is_a_one_line_error() -> None:
     assert done.stderr.strip().splitlines() == [
         "anarchon: ANARCHON_INVALID_CONFIG: give --backend or set ANARCHON_BACKEND_URL"
     ]
+
+
+def test_without_a_token_it_is_read_only_and_refuses_foreign_hosts_and_sites() -> None:
+    with _dashboard("--backend", "memory://", "--job", "nightly") as url:
+        status = httpx.get(url + "/api/status").json()
+        refused = httpx.post(url + "/api/jobs/nightly/pause")
+        rebound = httpx.get(url + "/api/status", headers={"Host": "evil.example"})
+    assert status["writable"] is False
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "ANARCHON_READ_ONLY"
+    assert rebound.status_code == 400
+    assert rebound.json()["error"]["code"] == "ANARCHON_UNKNOWN_HOST"
+    with _dashboard(
+        "--backend",
+        "memory://",
+        "--job",
+        "nightly",
+        "--allow-writes-without-token",
+        "--allowed-host",
+        "ops.example.com",
+    ) as url:
+        cross = httpx.post(
+            url + "/api/jobs/nightly/pause",
+            headers={"Origin": "https://evil.example", "Host": "ops.example.com"},
+        )
+        named = httpx.get(url + "/api/status", headers={"Host": "ops.example.com"})
+        loopback = httpx.get(url + "/api/status")
+        paused = httpx.post(
+            url + "/api/jobs/nightly/pause",
+            headers={"Origin": "http://ops.example.com", "Host": "ops.example.com"},
+        )
+    assert cross.status_code == 403
+    assert cross.json()["error"]["code"] == "ANARCHON_CROSS_SITE"
+    assert named.status_code == 200
+    assert loopback.status_code == 400  # allowed_hosts given: only those names
+    assert paused.status_code == 200

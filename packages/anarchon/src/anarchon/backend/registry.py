@@ -25,6 +25,7 @@ __all__ = [
     "ENV_VAR",
     "EXTRAS",
     "installed_backends",
+    "redact_secrets",
     "redact_text",
     "redact_url",
     "resolve_backend",
@@ -184,6 +185,34 @@ def redact_text(text: str, url: str) -> str:
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, _HIDDEN)
     return text
+
+
+# The lookbehinds start a match only where a word starts: linear time on any text.
+_URL_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
+_PAIR_IN_TEXT = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?P<close>['\"]?)(?P<sep>\s*[=:]\s*)"
+    r"(?P<value>'[^']*'?|\"[^\"]*\"?|[^\s,;&'\"})\]]+)"
+)
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` (e.g. a handler's error message) with the secrets it seems to hold hidden.
+
+    Unlike :func:`redact_text`, no URL is known in advance: every URL in
+    ``text`` goes through :func:`redact_url` (``postgresql://admin:***@db/x``),
+    and the value of every password-like key (``password=...``,
+    ``'token': '...'``) becomes ``***``.
+    """
+    text = _URL_IN_TEXT.sub(lambda match: redact_url(match.group()), text)
+
+    def hide(match: re.Match[str]) -> str:
+        if not _is_secret_key(match["key"]):
+            return match.group()
+        value = match["value"]
+        quote = value[0] if value[0] in "'\"" else ""
+        return f"{match['key']}{match['close']}{match['sep']}{quote}{_HIDDEN}{quote}"
+
+    return _PAIR_IN_TEXT.sub(hide, text)
 
 
 def _redact_exception(error: BaseException, url: str) -> None:

@@ -265,6 +265,26 @@ def _add_dashboard(sub: Any) -> None:
     dashboard.add_argument("--port", type=int, default=8080)
     dashboard.add_argument("--read-only", action="store_true", help="no pause/resume buttons")
     dashboard.add_argument("--job", action="append", default=[], help="a job to show (repeatable)")
+    dashboard.add_argument(
+        "--allowed-host",
+        action="append",
+        default=None,
+        help="a Host name the page answers (repeatable; .example.com for subdomains, * for any)",
+    )
+    dashboard.add_argument(
+        "--trusted-origin",
+        action="append",
+        default=[],
+        help="another origin allowed to POST (repeatable), e.g. https://ops.example.com",
+    )
+    dashboard.add_argument(
+        "--allow-writes-without-token",
+        action="store_true",
+        help="buttons for anyone who reaches the page when ANARCHON_DASHBOARD_TOKEN is not set",
+    )
+    dashboard.add_argument(
+        "--hide-errors", action="store_true", help="show handlers' error text only with the token"
+    )
 
 
 async def _dashboard(args: argparse.Namespace) -> int:
@@ -282,11 +302,23 @@ async def _dashboard(args: argparse.Namespace) -> int:
         ) from None
     token = os.environ.get("ANARCHON_DASHBOARD_TOKEN") or None
     source = BackendSource(args.backend, jobs=args.job)
-    app = create_app(source, token=token, read_only=args.read_only)
+    app = create_app(
+        source,
+        token=token,
+        read_only=args.read_only,
+        allow_writes_without_token=args.allow_writes_without_token,
+        allowed_hosts=args.allowed_host,
+        trusted_origins=args.trusted_origin,
+        hide_errors=args.hide_errors,
+    )
     server = uvicorn.Server(
         uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     )
-    print(f"anarchon dashboard on http://{args.host}:{args.port}/", flush=True)
+    if args.read_only or (token is None and not args.allow_writes_without_token):
+        mode = "read-only"
+    else:
+        mode = "writes need the token" if token is not None else "writes open to anyone"
+    print(f"anarchon dashboard on http://{args.host}:{args.port}/ ({mode})", flush=True)
     try:
         await server.serve()
     finally:

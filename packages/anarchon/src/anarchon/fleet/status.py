@@ -1,8 +1,10 @@
 """The fleet view (docs/fleet.md, "anarchon status"): every job the fleet declares.
 
 :func:`fleet_status` reads the registry, the fleet-wide controls, the history
-and the leases of a backend and returns one :class:`JobStatus` per declared
-job. ``anarchon status`` and the status page both show it.
+(``history_many``, one batch) and the leases of a backend and returns one
+:class:`JobStatus` per declared job; ``anarchon status`` shows it.
+:func:`job_status` builds one from what was read, so the status page can read
+one page of jobs at a time.
 """
 
 from __future__ import annotations
@@ -12,16 +14,23 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from anarchon._scheduler.tasks import gather_or_cancel
 from anarchon.backend.base import Backend
+from anarchon.backend.batching import per_item
 from anarchon.errors import AnarchonError, UnknownJobError
 from anarchon.fleet.fingerprints import parse_schedule
 from anarchon.fleet.types import Declaration, JobControl
 from anarchon.types import RunRecord
 
-__all__ = ["InstanceDeclaration", "JobStatus", "LastRun", "fleet_status", "unknown_jobs_error"]
+__all__ = [
+    "InstanceDeclaration",
+    "JobStatus",
+    "LastRun",
+    "fleet_status",
+    "job_status",
+    "unknown_jobs_error",
+]
 
 
 @dataclass(frozen=True)
@@ -109,33 +118,47 @@ async def fleet_status(backend: Backend, jobs: Sequence[str] | None = None) -> l
         if unknown:
             raise unknown_jobs_error(unknown, list(by_job))
         names = sorted(set(jobs))
-    return await gather_or_cancel(
-        *(_job_status(backend, name, by_job[name], controls.get(name), now) for name in names)
-    )
+    newest = await backend.history_many(names, 1) if names else {}
+    live = await per_item(lambda name: _live_leases(backend, name), names, limit=16)
+    return [
+        job_status(name, by_job[name], controls.get(name), now, _first(newest.get(name)), leases)
+        for name, leases in zip(names, live, strict=True)
+    ]
 
 
-async def _job_status(
-    backend: Backend,
+def _first(records: list[RunRecord] | None) -> RunRecord | None:
+    return records[0] if records else None
+
+
+def job_status(
     name: str,
-    declared: list[Declaration],
+    declared: Sequence[Declaration],
     control: JobControl | None,
     now: int,
+    newest: RunRecord | None,
+    live_leases: int,
 ) -> JobStatus:
-    newest, leases = await gather_or_cancel(backend.history(name, 1), _live_leases(backend, name))
-    history = cast("list[RunRecord]", newest)
-    live = cast(int, leases)
+    """The status of job ``name`` from what was read of the store (no store call).
+
+    ``declared`` are its live declarations (empty: a job no instance declares,
+    shown from history alone, without schedule), ``control`` its fleet-wide
+    control, ``now`` the store time, ``newest`` its newest history record and
+    ``live_leases`` how many of its leases are live.
+    """
     counts = Counter(d.fingerprint for d in declared)
-    main_print = max(counts, key=lambda f: (counts[f], f))
-    schedule_text = next(d.schedule for d in declared if d.fingerprint == main_print)
+    schedule_text = ""
     next_slot: int | None = None
     zone: str | None = None
-    try:
-        schedule = parse_schedule(schedule_text)
-    except AnarchonError:
-        schedule = None
-    if schedule is not None:
-        next_slot = schedule.next_after(now)
-        zone = getattr(schedule, "tz", None)
+    if counts:
+        main_print = max(counts, key=lambda f: (counts[f], f))
+        schedule_text = next(d.schedule for d in declared if d.fingerprint == main_print)
+        try:
+            schedule = parse_schedule(schedule_text)
+        except AnarchonError:
+            schedule = None
+        if schedule is not None:
+            next_slot = schedule.next_after(now)
+            zone = getattr(schedule, "tz", None)
     instances = sorted(
         (
             InstanceDeclaration(d.instance_id, d.fingerprint, d.schedule, d.seen_at)
@@ -148,8 +171,8 @@ async def _job_status(
         schedule=schedule_text,
         zone=zone,
         next_slot=next_slot,
-        last_run=_last(history[0]) if history else None,
-        live_leases=live,
+        last_run=_last(newest) if newest is not None else None,
+        live_leases=live_leases,
         instances=instances,
         paused=control.paused if control is not None else False,
         skip_until=control.skip_until if control is not None else None,

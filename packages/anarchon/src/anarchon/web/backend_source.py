@@ -4,6 +4,10 @@ Jobs come from the fleet registry through :func:`anarchon.fleet.status.fleet_sta
 The jobs it was given (``jobs=``, or those of a :class:`~anarchon.Scheduler`)
 that no instance declares, or all of them on a backend without a registry,
 are shown from history and leases alone. Pause and resume write the fleet-wide control of the job.
+
+:meth:`BackendSource.status_page` reads one page of jobs in a number of store
+calls bounded by the page size: the registry, the controls and the clock once,
+then ``history_many`` and the leases of the page's jobs only.
 """
 
 from __future__ import annotations
@@ -14,11 +18,19 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from anarchon.backend.base import Backend
+from anarchon.backend.batching import per_item
 from anarchon.backend.registry import resolve_backend
 from anarchon.errors import InvalidConfigError, UnsupportedError
-from anarchon.fleet.status import JobStatus, LastRun, fleet_status, store_now_ms, unknown_jobs_error
-from anarchon.fleet.types import JobControl
+from anarchon.fleet.status import (
+    JobStatus,
+    fleet_status,
+    job_status,
+    store_now_ms,
+    unknown_jobs_error,
+)
+from anarchon.fleet.types import Declaration, JobControl
 from anarchon.types import ActiveRun, RunRecord
+from anarchon.web.source import JobView, StatusPage
 
 if TYPE_CHECKING:
     from anarchon.scheduler import Scheduler
@@ -103,9 +115,7 @@ class BackendSource:
     async def active(self, job: str) -> list[ActiveRun]:
         """The runs of ``job`` holding a lease (empty without a lease store)."""
         await self._check(job)
-        if self.backend.runs is None:
-            return []
-        return await self.backend.runs.active(job)
+        return await self._active(job)
 
     async def pause(self, job: str) -> JobControl:
         """Pause ``job`` for the whole fleet."""
@@ -135,29 +145,55 @@ class BackendSource:
         except UnsupportedError:
             return {}
 
+    async def _declarations(self) -> list[Declaration]:
+        try:
+            return await self.backend.declarations()
+        except UnsupportedError:
+            if not self.jobs:
+                raise
+            return []
+
+    async def _active(self, job: str) -> list[ActiveRun]:
+        return [] if self.backend.runs is None else await self.backend.runs.active(job)
+
+    async def status_page(self, offset: int, limit: int, history_limit: int) -> StatusPage:
+        """Jobs ``offset`` to ``offset + limit`` (by name) with their recent runs and leases.
+
+        Store calls: the registry, the controls and the clock once each, then
+        ``history_many`` of the page's jobs and each one's leases: bounded by
+        ``limit``, whatever the size of the fleet.
+        """
+        await self._init()
+        declarations, controls, now = await asyncio.gather(
+            self._declarations(), self._controls(), store_now_ms(self.backend)
+        )
+        by_job: dict[str, list[Declaration]] = {name: [] for name in self.jobs}
+        for declaration in declarations:
+            by_job.setdefault(declaration.job, []).append(declaration)
+        names = sorted(by_job)[offset : offset + limit]
+        runs = await self.backend.history_many(names, history_limit) if names else {}
+        leases = await per_item(self._active, names, limit=16)
+        views = []
+        for name, held in zip(names, leases, strict=True):
+            history = runs.get(name, [])
+            status = job_status(
+                name,
+                by_job[name],
+                controls.get(name),
+                now,
+                history[0] if history else None,
+                sum(1 for run in held if run.live),
+            )
+            views.append(JobView(status, history, held))
+        return StatusPage(total=len(by_job), jobs=views)
+
     async def _from_history(self, name: str, controls: dict[str, JobControl]) -> JobStatus:
-        records = await self.backend.history(name, 1)
-        leases = await self.backend.runs.active(name) if self.backend.runs is not None else []
-        control = controls.get(name)
-        last = records[0] if records else None
-        return JobStatus(
-            job=name,
-            schedule="",
-            zone=None,
-            next_slot=None,
-            last_run=None
-            if last is None
-            else LastRun(
-                slot=last.slot,
-                status=last.status,
-                instance_id=last.instance_id,
-                attempt=last.attempt,
-                reason=last.reason,
-                finished_at=last.finished_at,
-                duration_ms=last.duration_ms,
-                error=last.error,
-            ),
-            live_leases=sum(1 for run in leases if run.live),
-            paused=control.paused if control is not None else False,
-            skip_until=control.skip_until if control is not None else None,
+        history, leases = await asyncio.gather(self.backend.history(name, 1), self._active(name))
+        return job_status(
+            name,
+            [],
+            controls.get(name),
+            0,
+            history[0] if history else None,
+            sum(1 for run in leases if run.live),
         )

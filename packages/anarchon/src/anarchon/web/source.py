@@ -1,20 +1,36 @@
 """What the status page reads and writes: the :class:`StatusSource` protocol.
 
 The page depends only on this protocol; :class:`~anarchon.web.BackendSource`
-implements it on a :class:`~anarchon.Backend`. The ``to_json`` helpers turn
-its answers into the plain values the JSON endpoints serve.
+implements it on a :class:`~anarchon.Backend`. A source may also have
+``status_page(offset, limit, history_limit)`` answering a :class:`StatusPage`:
+one page of jobs with their runs and leases, read in a number of store calls
+bounded by the page size (``BackendSource`` has it); :func:`read_page` falls
+back to ``status()`` and the per-job reads for a source without it. The
+``to_json`` helpers turn the answers into the plain values the JSON endpoints
+serve.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from anarchon.fleet.status import JobStatus
 from anarchon.fleet.types import JobControl
 from anarchon.types import ActiveRun, RunRecord
 
-__all__ = ["StatusSource", "control_json", "lease_json", "run_json", "status_json"]
+__all__ = [
+    "JobView",
+    "StatusPage",
+    "StatusSource",
+    "control_json",
+    "lease_json",
+    "read_page",
+    "run_json",
+    "status_json",
+]
 
 
 @runtime_checkable
@@ -48,6 +64,45 @@ class StatusSource(Protocol):
     async def close(self) -> None:
         """Release what the source opened."""
         ...
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job of a :class:`StatusPage`: its status, recent runs (newest first) and leases."""
+
+    status: JobStatus
+    runs: list[RunRecord]
+    leases: list[ActiveRun]
+
+
+@dataclass(frozen=True)
+class StatusPage:
+    """Jobs ``offset`` to ``offset + limit`` of the fleet, sorted by name, and how many there are."""
+
+    total: int
+    jobs: list[JobView]
+
+
+async def read_page(
+    source: StatusSource, offset: int, limit: int, history_limit: int
+) -> StatusPage:
+    """One page of jobs of ``source``: its ``status_page`` if it has one, else its plain reads.
+
+    The fallback reads every job's status, then the runs and leases of the
+    page's jobs only.
+    """
+    paged = getattr(source, "status_page", None)
+    if paged is not None:
+        page: StatusPage = await paged(offset, limit, history_limit)
+        return page
+    everything = await source.status()
+    chosen = everything[offset : offset + limit]
+    runs = await asyncio.gather(*(source.history(s.job, history_limit) for s in chosen))
+    leases = await asyncio.gather(*(source.active(s.job) for s in chosen))
+    return StatusPage(
+        total=len(everything),
+        jobs=[JobView(s, list(r), list(a)) for s, r, a in zip(chosen, runs, leases, strict=True)],
+    )
 
 
 def status_json(status: JobStatus) -> dict[str, Any]:

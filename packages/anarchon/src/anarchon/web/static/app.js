@@ -4,7 +4,7 @@
   const config = JSON.parse(document.body.dataset.config);
   const tokenBox = document.getElementById("token-box");
   const tokenInput = document.getElementById("token");
-  if (config.writable && config.tokenRequired) {
+  if (config.tokenRequired && (config.writable || config.errorsNeedToken)) {
     tokenBox.hidden = false;
     tokenInput.value = sessionStorage.getItem("anarchon-token") || "";
     tokenInput.addEventListener("change", () => sessionStorage.setItem("anarchon-token", tokenInput.value));
@@ -27,6 +27,12 @@
     const box = document.getElementById("error");
     box.hidden = !message;
     box.textContent = message || "";
+  }
+
+  function authHeaders() {
+    const headers = {};
+    if (config.tokenRequired && tokenInput.value) headers.Authorization = "Bearer " + tokenInput.value;
+    return headers;
   }
 
   async function act(job, action) {
@@ -88,12 +94,30 @@
       el("td", {}, lease.live ? badge("live", "ok") : badge("expired", "skipped")));
   }
 
+  let page = 1;
+  let pages = 1;
+  const pager = document.getElementById("pager");
+  function turn(step) {
+    page = Math.min(Math.max(1, page + step), pages);
+    refresh();
+  }
+  document.getElementById("prev").addEventListener("click", () => turn(-1));
+  document.getElementById("next").addEventListener("click", () => turn(1));
+
   let readFailed = false;
   async function refresh() {
     try {
-      const response = await fetch("api/status");
+      const query = "?page=" + page + "&per_page=" + config.perPage;
+      const response = await fetch("api/status" + query, { headers: authHeaders() });
       const body = await response.json();
       if (!response.ok) throw new Error(body.error.code + ": " + body.error.message);
+      pages = body.pages;
+      if (page > pages) { page = pages; return refresh(); }
+      pager.hidden = pages <= 1;
+      document.getElementById("page").textContent =
+        "page " + body.page + " of " + body.pages + " (" + body.total + " jobs)";
+      document.getElementById("prev").disabled = body.page <= 1;
+      document.getElementById("next").disabled = body.page >= body.pages;
       document.querySelector("#jobs tbody").replaceChildren(
         ...(body.jobs.length ? body.jobs.map(jobRow) : [el("tr", {}, el("td", { colspan: 9 }, "no instance declares a job yet"))]));
       const leases = body.jobs.flatMap((job) => job.leases);
