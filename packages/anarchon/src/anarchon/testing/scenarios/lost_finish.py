@@ -7,7 +7,7 @@ the fleet's address at it. Claims and finishes of those 500 ms are gone from
 the store the fleet now uses: finished runs show ``running`` with a lease
 nobody renews, and claimed runs have no state at all.
 
-The report counts what that costs (docs/durability.md, "Healing"):
+The report counts what that costs (docs/durability.md, "Finishes that heal"):
 
 - ``duplicates``: slots that ran twice (a finished slot run again);
 - ``longest_gap``: the most consecutive slots one job missed;
