@@ -8,6 +8,10 @@ that is not a duplicate: that instance wins. A duplicate acknowledgement names
 the sequence of the stored message; a backend remembers the claims it stored
 and the publishes it got no answer to, so a retried claim (same token) is
 still recognised as the winner's (read back only when its answer was lost).
+With ``durability="replicated"`` the stream has 3 replicas and a claim is a
+compare-and-set publish to ``<prefix><job>.claims.<slot>``
+(``Nats-Expected-Last-Subject-Sequence: 0``): first writer wins for as long
+as the message is kept (docs/backends/nats.md, "Durability").
 
 Results go to ``<prefix><job>.results``; history reads both subjects of a job
 with a short-lived consumer and merges them with :func:`anarchon.build_history`.
@@ -70,7 +74,7 @@ _MANY_JOBS = 8
 
 
 class NatsBackend(Backend):
-    """Exactly-once claims on NATS JetStream by de-duplicated publish (no leases).
+    """Exactly-once claims on NATS JetStream by de-duplicated publish or compare-and-set (no leases).
 
     >>> backend = NatsBackend("nats://localhost:4222", stream="CRON", prefix="cron.")
     >>> backend = NatsBackend.from_url("nats://user:pass@n1:4222,n2:4222?stream=BILLING&replicas=3")
