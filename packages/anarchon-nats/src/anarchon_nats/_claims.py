@@ -377,9 +377,13 @@ class Claims:
             log.debug("anarchon: trimming slot subjects failed: %s", error)
             return
         for (_s, payload, _h), msg in zip(requests, replies, strict=True):
-            body = {} if msg is None else self._connection.json(msg.data, "purge")
-            if msg is None or api_error(body) is not None:
-                log.debug("anarchon: trimming %s failed: %r", payload, body)
+            problem: BaseException | None
+            try:
+                problem = api_error(self._connection.answer(msg, "purge"))
+            except (BackendError, BackendUnavailableError) as error:
+                problem = error
+            if problem is not None:  # the next trim tries again
+                log.debug("anarchon: trimming %s failed: %s", payload, problem)
 
     async def _owns_many(
         self, nc: Client, items: Sequence[tuple[str, int, str]]
