@@ -201,6 +201,7 @@ WINDOW_MS = 3_000
 
 
 @pytest.mark.scenario
+@pytest.mark.timeout(120 + 30 * ITERATIONS)
 def test_a_claim_survives_killing_the_stream_leader_right_after_its_ack(
     own_cluster: NatsCluster,
 ) -> None:
@@ -275,6 +276,8 @@ def test_a_claim_survives_killing_the_stream_leader_right_after_its_ack(
             for backend in (a, a_fast, b, b_fast):
                 await backend.close()
             await asyncio.get_running_loop().run_in_executor(None, _restart, leader)
+            if (n + 1) % 10 == 0:
+                print(f"  {n + 1}/{ITERATIONS} leader kills, B won {len(doubles)}", flush=True)
         records = []
         reader = _connect(cluster.urls, cluster.urls[0], stream, prefix, durability="replicated")
         await reader.init()
@@ -286,7 +289,7 @@ def test_a_claim_survives_killing_the_stream_leader_right_after_its_ack(
         assert {r.instance_id for r in records} == {"a"}
         return doubles, late_doubles, fast_late_wins, checked_late
 
-    doubles, late_doubles, fast_late_wins, checked_late = _run(body, timeout=60 + 30 * ITERATIONS)
+    doubles, late_doubles, fast_late_wins, checked_late = _run(body, timeout=90 + 30 * ITERATIONS)
     failover_s.sort()
     print(
         f"{ITERATIONS} leader kills: B won {len(doubles)} slots; late claims checked"
