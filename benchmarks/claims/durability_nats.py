@@ -94,17 +94,18 @@ async def compare(
     base = (time.time_ns() // 1_000_000 // 1000) * 1000
     slots = iter(range(10**12))
 
-    def backend(name: str, **options: object) -> NatsBackend:
+    def backend(name: str, durability: str = "fast") -> NatsBackend:
         return NatsBackend(
-            urls, stream=f"{name.upper()}{tag.upper()}", prefix=f"{name}{tag}.", **options
-        )  # type: ignore[arg-type]
+            urls,
+            stream=f"{name.upper()}{tag.upper()}",
+            prefix=f"{name}{tag}.",
+            replicas=None if durability == "replicated" else replicas,
+            durability=durability,
+        )
 
-    fast = backend("fast", replicas=replicas)
-    raw_side = backend("raw", replicas=replicas)
-    if replicas >= 3:
-        cas_backend = backend("cas", durability="replicated")
-    else:
-        cas_backend = backend("cas", replicas=replicas)
+    fast = backend("fast")
+    raw_side = backend("raw")
+    cas_backend = backend("cas", "replicated" if replicas >= 3 else "fast")
     for b in (fast, raw_side, cas_backend):
         await b.init()
     cas_claims = cas_backend._claims if replicas >= 3 else Claims(cas_backend._store, cas=True)
