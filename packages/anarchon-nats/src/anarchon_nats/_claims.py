@@ -1,11 +1,20 @@
-"""Claims by de-duplicated publish: who won each ``(job, slot)``.
+"""Claims: who won each ``(job, slot)``, by de-duplicated publish or by compare-and-set.
 
-A claim publishes the claim record to ``<prefix><job>.claims`` with the header
-``Nats-Msg-Id: <job>:<slot>``; JetStream stores only the first message with an
-id inside the duplicate window. :class:`Claims` publishes them in pipelined
-chunks, reads the verdicts, and remembers the claims it stored and the
-publishes it got no answer to, so that a retried claim (same token) is still
-recognised as the winner's.
+``fast`` (the default): a claim publishes the claim record to
+``<prefix><job>.claims`` with the header ``Nats-Msg-Id: <job>:<slot>``;
+JetStream stores only the first message with an id inside the duplicate
+window.
+
+``replicated``: a claim publishes the record to its own subject,
+``<prefix><job>.claims.<slot>``, with ``Nats-Expected-Last-Subject-Sequence: 0``
+(and the same message id): the stream stores it only while the subject is
+empty, so the first writer wins for as long as the message is kept, with no
+window and no clock. A claim whose acknowledgement does not arrive is settled
+by reading the subject's last message from the stream leader.
+
+:class:`Claims` publishes them in pipelined chunks, reads the verdicts, and
+remembers the claims it stored and the publishes it got no answer to, so that
+a retried claim (same token) is still recognised as the winner's.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +32,14 @@ from anarchon.types import ClaimInput
 from nats.aio.client import Client
 
 from anarchon_nats._connection import API, STORED_ACK, Stored, dumps, stored
-from anarchon_nats._errors import ERR_DUPLICATE_IN_PROCESS, ERR_NOT_FOUND_MSG, api_error
+from anarchon_nats._errors import (
+    ERR_DUPLICATE_IN_PROCESS,
+    ERR_LAST_SEQ_NOT_READY,
+    ERR_NOT_FOUND_MSG,
+    ERR_WRONG_LAST_SEQUENCE,
+    ERR_WRONG_LAST_SEQUENCE_CONSTANT,
+    api_error,
+)
 from anarchon_nats._pipeline import BATCH_CHUNK, Request
 from anarchon_nats._store import Store
 
@@ -33,6 +50,12 @@ log = logging.getLogger("anarchon.nats")
 MEMORY = 65_536
 """Claims a backend remembers (its own stored claims, and publishes it got no answer to)."""
 _MSG_ID = "Nats-Msg-Id"
+_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_WRONG_LAST = re.compile(r"wrong last sequence: ([0-9]+)")
+_TAKEN = 2
+"""Verdict kind: the slot's subject holds a message (a compare-and-set claim refused)."""
+_TRIM_EVERY = 64
+"""Compare-and-set wins of a job after which its old slot subjects are purged."""
 
 
 def wall_ms() -> int:
@@ -48,13 +71,16 @@ class Claims:
     that got no answer (yet).
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, cas: bool = False) -> None:
         self._store = store
         self._connection = store.connection
         self._stream = store.stream.name
         self._instances: dict[str, str] = {}
         self.won: dict[int, str] = {}
         self.unsure: dict[str, str] = {}
+        self.cas = cas
+        """Claim by compare-and-set on ``<prefix><job>.claims.<slot>`` (``replicated``)."""
+        self._wins_since_trim: dict[str, int] = {}
 
     def _instance_json(self, instance_id: str) -> str:
         """``instance_id`` as a JSON string (kept for the few ids a backend sees)."""
@@ -78,11 +104,21 @@ class Claims:
             f'{{"slot":{int(input.slot)},"token":{token},"instance_id":{instance},'
             f'"at":{wall_ms() if at is None else at},"manual":false}}'
         ).encode()
-        return subject, payload, {_MSG_ID: f"{store.id_prefix}{job}:{input.slot}"}
+        msg_id = f"{store.id_prefix}{job}:{input.slot}"
+        if self.cas:
+            # The message id stays: within the window it also stops a claim of the
+            # same slot by an instance still claiming the ``fast`` way.
+            return (
+                f"{subject}.{int(input.slot)}",
+                payload,
+                {_MSG_ID: msg_id, _EXPECTED_LAST_SUBJECT_SEQ: "0"},
+            )
+        return subject, payload, {_MSG_ID: msg_id}
 
     def _verdict(self, ack: dict[str, Any]) -> tuple[int, int]:
         """A claim's acknowledgement: ``(0, seq)`` stored (won), ``(1, seq)`` a duplicate
-        of the claim stored at ``seq``, ``(-1, 0)`` ask again."""
+        of the claim stored at ``seq``, ``(2, seq)`` the slot's subject holds the
+        message at ``seq`` (0: not named), ``(-1, 0)`` ask again."""
         problem = api_error(ack)
         if problem is None:
             seq = int(ack.get("seq") or 0)
@@ -91,8 +127,13 @@ class Claims:
             # seq 0 without an error: a 2.9 cluster answering a duplicate of a
             # claim still in flight. Ask again.
             return (1, seq) if seq else (-1, 0)
-        if problem.err_code == ERR_DUPLICATE_IN_PROCESS:
+        if problem.err_code in (ERR_DUPLICATE_IN_PROCESS, ERR_LAST_SEQ_NOT_READY):
             return -1, 0  # a clustered stream has the first claim with this id in flight
+        if self.cas and problem.err_code == ERR_WRONG_LAST_SEQUENCE:
+            found = _WRONG_LAST.search(problem.description or "")
+            return _TAKEN, int(found.group(1)) if found else 0
+        if self.cas and problem.err_code == ERR_WRONG_LAST_SEQUENCE_CONSTANT:
+            return _TAKEN, 0
         raise self._connection.answer_error(problem, "claim")
 
     def _remember(self, seq: int, token: str) -> None:
@@ -102,8 +143,14 @@ class Claims:
             del won[next(iter(won))]
 
     def _owner_check(self, subject: str, seq: int, message: Stored, token: str) -> bool:
-        """Whether the stored claim at ``seq`` carries ``token``; foreign data raises."""
-        if message.subject != subject:
+        """Whether the stored claim at ``seq`` carries ``token``; foreign data raises.
+
+        A compare-and-set claim (``<claims>.<slot>``) may find its message id
+        held by a ``fast`` claim of the same slot on ``<claims>``.
+        """
+        if message.subject != subject and not (
+            self.cas and message.subject == subject.rpartition(".")[0]
+        ):
             raise ForeignDataError(
                 f"stream {self._stream!r}: the message id of a claim on {subject!r} is held by"
                 f" sequence {seq} on {message.subject!r}, which anarchon did not write"
@@ -166,9 +213,14 @@ class Claims:
                 replies = await connection.send(nc, [requests[i] for i in pending], "claim")
                 again: list[int] = []
                 reads: list[tuple[int, int]] = []
+                checks: list[int] = []
                 for i, msg in zip(pending, replies, strict=True):
                     if msg is None:
-                        errors[i] = connection.no_answer("claim")
+                        maybe_ours[i] = True
+                        if self.cas:
+                            checks.append(i)  # settled by the slot subject's last message
+                        else:
+                            errors[i] = connection.no_answer("claim")
                         continue
                     fast = STORED_ACK.fullmatch(msg.data)
                     try:
@@ -190,11 +242,14 @@ class Claims:
                         won[i] = True
                         self._remember(seq, token)
                         continue
-                    owner = self.won.get(seq)
+                    owner = self.won.get(seq) if seq else None
                     if owner is not None:
                         won[i] = owner == token
                     elif maybe_ours[i]:
-                        reads.append((i, seq))
+                        if seq:
+                            reads.append((i, seq))
+                        else:
+                            checks.append(i)
                     # else: a claim this backend never published: another instance's.
                 if reads:
                     owned = await self._owns_many(
@@ -208,6 +263,21 @@ class Claims:
                             won[i] = answer
                             if answer:
                                 self._remember(seq, chunk[i].token)
+                if checks:
+                    settled = await self._last_of_many(
+                        nc, [(requests[i][0], chunk[i].token) for i in checks]
+                    )
+                    for i, verdict in zip(checks, settled, strict=True):
+                        if isinstance(verdict, BaseException):
+                            errors[i] = verdict
+                            answered[i] = isinstance(verdict, ForeignDataError)
+                        elif verdict is None:
+                            again.append(i)  # nothing stored: claim again (still first-wins)
+                        else:
+                            answered[i] = True
+                            won[i] = verdict[0]
+                            if verdict[0]:
+                                self._remember(verdict[1], chunk[i].token)
                 if again:
                     now = time.monotonic()
                     if not deadline:
@@ -229,7 +299,91 @@ class Claims:
         for failure in errors:
             if failure is not None:
                 raise failure
+        if self.cas:
+            await self._trim(nc, [chunk[i].job for i in range(len(chunk)) if won[i]])
         return won
+
+    async def _last_of_many(
+        self, nc: Client, items: Sequence[tuple[str, str]]
+    ) -> list[tuple[bool, int] | BaseException | None]:
+        """Settle compare-and-set claims whose answer was lost, from the stream leader.
+
+        For each ``(slot subject, token)``: ``(ours, seq)`` from the subject's
+        last message, None when the subject is empty (the publish was not
+        stored: claiming again is safe), or the error of a read that failed:
+        the claim is then unconfirmed and is not run (the scheduler retries it
+        with the same token until its deadline).
+        """
+        connection = self._connection
+        get = f"{API}.STREAM.MSG.GET.{self._stream}"
+        replies = await connection.send(
+            nc, [(get, dumps({"last_by_subj": subject}), None) for subject, _t in items], "claim"
+        )
+        answers: list[tuple[bool, int] | BaseException | None] = []
+        for (subject, token), msg in zip(items, replies, strict=True):
+            try:
+                body = connection.answer(msg, "claim check")
+                problem = api_error(body)
+                if problem is not None:
+                    if problem.err_code == ERR_NOT_FOUND_MSG or problem.code == 404:
+                        answers.append(None)
+                        continue
+                    raise connection.answer_error(problem, "claim check")
+                seq = int(body["message"].get("seq") or 0)
+                answers.append((self._owner_check(subject, seq, stored(body), token), seq))
+            except (BackendError, BackendUnavailableError, ForeignDataError) as error:
+                if not isinstance(error, ForeignDataError):
+                    log.warning(
+                        "anarchon: claim on %s unconfirmed: its acknowledgement was lost and"
+                        " the stream leader cannot be read (%s); not running it unless a retry"
+                        " confirms it",
+                        subject,
+                        error,
+                    )
+                answers.append(error)
+        return answers
+
+    async def _trim(self, nc: Client, jobs: Sequence[str]) -> None:
+        """Purge each job's oldest slot subjects, keeping the stream's per-subject limit.
+
+        A compare-and-set claim refuses a slot for as long as its message is
+        kept; one subject per slot would otherwise grow without end. Every
+        :data:`_TRIM_EVERY` wins of a job, its ``<claims>.*`` subjects are
+        purged down to the newest ``per_subject_limit()`` (at least as many
+        claims as the duplicate window spans, and the history kept).
+        """
+        due: list[str] = []
+        counts = self._wins_since_trim
+        for job in jobs:
+            counts[job] = counts.get(job, 0) + 1
+            if counts[job] >= _TRIM_EVERY:
+                counts[job] = 0
+                due.append(job)
+        if not due:
+            return
+        keep = self._store.stream.per_subject_limit()
+        purge = f"{API}.STREAM.PURGE.{self._stream}"
+        requests: list[Request] = [
+            (
+                purge,
+                dumps({"filter": f"{self._store.job_subjects(job)[0]}.*", "keep": keep}),
+                None,
+            )
+            for job in dict.fromkeys(due)
+        ]
+        try:
+            replies = await self._connection.send(nc, requests, "purge")
+        except (BackendError, BackendUnavailableError) as error:
+            log.debug("anarchon: trimming slot subjects failed: %s", error)
+            return
+        for (_s, payload, _h), msg in zip(requests, replies, strict=True):
+            problem: BaseException | None
+            try:
+                problem = api_error(self._connection.answer(msg, "purge"))
+            except (BackendError, BackendUnavailableError) as error:
+                problem = error
+            if problem is not None:  # the next trim tries again
+                log.debug("anarchon: trimming %s failed: %s", payload, problem)
 
     async def _owns_many(
         self, nc: Client, items: Sequence[tuple[str, int, str]]

@@ -22,9 +22,11 @@ from anarchon.errors import AnarchonError, InvalidConfigError, InvalidJobError
 __all__ = [
     "BACKEND_OPTIONS",
     "DRIVER_OPTIONS",
+    "DURABILITIES",
     "FORMAT_TOKEN",
     "JOB_NAME",
     "StreamPlan",
+    "check_durability",
     "check_job_name",
     "check_prefix",
     "check_stream_name",
@@ -45,7 +47,15 @@ _STREAM_BAD = re.compile(r"[\s.*>/\\\x00-\x1f\x7f]")
 _TOKEN_BAD = re.compile(r"[\s*>\x00-\x1f\x7f]")
 
 BACKEND_OPTIONS = frozenset(
-    {"stream", "prefix", "duplicate_window_ms", "history_size", "replicas", "request_timeout"}
+    {
+        "stream",
+        "prefix",
+        "duplicate_window_ms",
+        "history_size",
+        "replicas",
+        "request_timeout",
+        "durability",
+    }
 )
 """URL query options the backend itself reads."""
 
@@ -79,6 +89,20 @@ _FLOAT_DRIVER = frozenset({"connect_timeout", "reconnect_time_wait", "ping_inter
 _INT_DRIVER = frozenset({"max_reconnect_attempts", "max_outstanding_pings"})
 _BOOL_DRIVER = frozenset({"dont_randomize", "no_echo", "tls_handshake_first"})
 _TLS_FILES = ("tls_ca_file", "tls_cert_file", "tls_key_file")
+
+
+DURABILITIES = ("fast", "replicated")
+"""The values of ``durability`` (docs/backends/nats.md, "Durability")."""
+
+
+def check_durability(value: object) -> str:
+    """``value`` if it is a known ``durability``, else ``InvalidConfigError`` naming both."""
+    if not isinstance(value, str) or value not in DURABILITIES:
+        raise InvalidConfigError(
+            f"durability {value!r} is not known to the NATS backend; use one of"
+            f" {', '.join(repr(d) for d in DURABILITIES)}"
+        )
+    return value
 
 
 def check_job_name(job: object) -> str:
@@ -351,7 +375,7 @@ def parse_url(url: str, options: Mapping[str, Any]) -> tuple[list[str], dict[str
             kwargs[key] = _window_ms(value, shown)
         elif key == "request_timeout":
             kwargs[key] = _as_float(key, value, shown)
-        elif key in ("stream", "prefix"):
+        elif key in ("stream", "prefix", "durability"):
             kwargs[key] = str(value)
         elif key in _FLOAT_DRIVER:
             kwargs[key] = _as_float(key, value, shown)

@@ -23,10 +23,12 @@ from nats.js.errors import (
 
 __all__ = [
     "ERR_DUPLICATE_IN_PROCESS",
+    "ERR_LAST_SEQ_NOT_READY",
     "ERR_NOT_FOUND_MSG",
     "ERR_STREAM_NAME_IN_USE",
     "ERR_STREAM_NOT_FOUND",
     "ERR_WRONG_LAST_SEQUENCE",
+    "ERR_WRONG_LAST_SEQUENCE_CONSTANT",
     "UNREACHABLE",
     "api_error",
     "is_transient_error",
@@ -38,6 +40,10 @@ ERR_STREAM_NAME_IN_USE = 10058
 ERR_STREAM_NOT_FOUND = 10059
 ERR_WRONG_LAST_SEQUENCE = 10071
 ERR_DUPLICATE_IN_PROCESS = 10158
+ERR_LAST_SEQ_NOT_READY = 10163
+"""503 "expected last sequence per subject temporarily unavailable" (2.11+): ask again."""
+ERR_WRONG_LAST_SEQUENCE_CONSTANT = 10164
+""""wrong last sequence" without the sequence (2.11+, a clustered stream)."""
 
 UNREACHABLE: tuple[type[BaseException], ...] = (
     nats.errors.TimeoutError,

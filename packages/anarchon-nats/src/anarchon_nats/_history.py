@@ -87,7 +87,9 @@ class History:
         nc = await self._store.client()
         with self._connection.driver_errors("history"):
             messages = await self._read_subjects(
-                nc, f"{self._store.prefix}{job}.*", (claims_subject, results_subject)
+                nc,
+                f"{self._store.prefix}{job}.>",
+                (claims_subject, results_subject, f"{claims_subject}.*"),
             )
         return self._history_of(job, messages, limit)
 
@@ -99,6 +101,9 @@ class History:
             messages = await self._read_all_jobs(nc)
         by_subject: dict[str, list[tuple[str, bytes]]] = {}
         for subject, data in messages:
+            head, _dot, last = subject.rpartition(".")
+            if last.isdigit() and head.endswith(".claims"):  # a slot subject: <claims>.<slot>
+                subject = head
             by_subject.setdefault(subject, []).append((subject, data))
         return {
             name: self._history_of(
@@ -115,6 +120,13 @@ class History:
         claims: list[ClaimRecord] = []
         results: list[StoredResult] = []
         for subject, data in messages:
+            slot_part = subject[len(claims_subject) :]
+            if (
+                subject.startswith(claims_subject)
+                and slot_part[:1] == "."
+                and slot_part[1:].isdigit()
+            ):
+                subject = claims_subject  # a compare-and-set claim: <claims>.<slot>
             try:
                 row = json.loads(data)
                 if subject == claims_subject:

@@ -20,6 +20,7 @@ from nats.aio.client import Client
 
 from anarchon_nats._config import check_job_name
 from anarchon_nats._connection import Connection
+from anarchon_nats._durability import check_server, report
 from anarchon_nats._stream import Stream
 
 __all__ = ["Store"]
@@ -38,8 +39,11 @@ class Store:
     ``id_prefix`` goes in front of ``<job>:<slot>`` in claim message ids.
     """
 
-    def __init__(self, connection: Connection, stream: Stream, *, id_prefix: str) -> None:
+    def __init__(
+        self, connection: Connection, stream: Stream, *, id_prefix: str, durability: str = "fast"
+    ) -> None:
         self.connection = connection
+        self.durability = durability
         self.stream = stream
         self.prefix = stream.prefix
         self.id_prefix = id_prefix
@@ -61,9 +65,12 @@ class Store:
         self._ready = False
         opened = await self.connection.open()
         try:
+            check_server(opened, self.durability, self.connection.shown)
             with self.connection.driver_errors("start"):
                 await self._retrying(lambda: self.stream.ensure(opened))
                 await self._retrying(lambda: self.stream.check_format(opened))
+                info = await self.connection.api(opened, f"STREAM.INFO.{self.stream.name}")
+                report(info, self.durability, self.stream.name, self.connection.shown)
         except BaseException:
             await self.close()
             raise

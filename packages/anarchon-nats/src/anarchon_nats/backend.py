@@ -8,6 +8,10 @@ that is not a duplicate: that instance wins. A duplicate acknowledgement names
 the sequence of the stored message; a backend remembers the claims it stored
 and the publishes it got no answer to, so a retried claim (same token) is
 still recognised as the winner's (read back only when its answer was lost).
+With ``durability="replicated"`` the stream has 3 replicas and a claim is a
+compare-and-set publish to ``<prefix><job>.claims.<slot>``
+(``Nats-Expected-Last-Subject-Sequence: 0``): first writer wins for as long
+as the message is kept (docs/backends/nats.md, "Durability").
 
 Results go to ``<prefix><job>.results``; history reads both subjects of a job
 with a short-lived consumer and merges them with :func:`anarchon.build_history`.
@@ -41,11 +45,18 @@ from nats.aio.client import Client
 from anarchon_nats._claims import MEMORY as MEMORY
 from anarchon_nats._claims import Claims
 from anarchon_nats._clock import Clock
-from anarchon_nats._config import check_job_name, check_prefix, check_stream_name, parse_url
+from anarchon_nats._config import (
+    check_durability,
+    check_job_name,
+    check_prefix,
+    check_stream_name,
+    parse_url,
+)
 from anarchon_nats._connection import DEFAULT_MAX_OUTSTANDING_PINGS as DEFAULT_MAX_OUTSTANDING_PINGS
 from anarchon_nats._connection import DEFAULT_PING_INTERVAL_S as DEFAULT_PING_INTERVAL_S
 from anarchon_nats._connection import RECONNECT_AFTER_TIMEOUTS as RECONNECT_AFTER_TIMEOUTS
 from anarchon_nats._connection import Connection
+from anarchon_nats._durability import REPLICATED_REPLICAS
 from anarchon_nats._errors import is_transient_error
 from anarchon_nats._fleet import Fleet
 from anarchon_nats._history import History
@@ -63,7 +74,7 @@ _MANY_JOBS = 8
 
 
 class NatsBackend(Backend):
-    """Exactly-once claims on NATS JetStream by de-duplicated publish (no leases).
+    """Exactly-once claims on NATS JetStream by de-duplicated publish or compare-and-set (no leases).
 
     >>> backend = NatsBackend("nats://localhost:4222", stream="CRON", prefix="cron.")
     >>> backend = NatsBackend.from_url("nats://user:pass@n1:4222,n2:4222?stream=BILLING&replicas=3")
@@ -89,6 +100,13 @@ class NatsBackend(Backend):
     per-subject limit, subjects, replicas when given) by a backend that runs
     jobs; a backend that only reads history leaves it alone.
     :param request_timeout: seconds to wait for each JetStream answer.
+    :param durability: ``"fast"`` (default): a claim is a de-duplicated publish,
+        remembered for the duplicate window. ``"replicated"``: the stream has
+        3 replicas (``replicas`` defaults to 3; fewer is refused) and a claim
+        is a compare-and-set publish on ``<prefix><job>.claims.<slot>``
+        (first writer wins for as long as the message is kept: no window, no
+        clock); needs nats-server 2.11 or later (checked at ``init()``).
+        See docs/backends/nats.md, "Durability".
     :param connect_options: passed to ``nats.connect`` (``user_credentials``,
         ``nkeys_seed``, ``token``, ``tls`` (an ``ssl.SSLContext``),
         ``tls_hostname``, ``name``, ``connect_timeout``, callbacks, ...).
@@ -107,6 +125,7 @@ class NatsBackend(Backend):
         replicas: int | None = None,
         *,
         request_timeout: float = 5.0,
+        durability: str = "fast",
         **connect_options: Any,
     ) -> None:
         server_list = [servers] if isinstance(servers, str) else [str(s) for s in servers]
@@ -139,6 +158,14 @@ class NatsBackend(Backend):
             isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 5
         ):
             raise InvalidConfigError(f"replicas must be an integer from 1 to 5, got {replicas!r}")
+        self.durability = check_durability(durability)
+        if durability == "replicated":
+            if replicas is not None and replicas < REPLICATED_REPLICAS:
+                raise InvalidConfigError(
+                    f"durability='replicated' needs a stream of at least {REPLICATED_REPLICAS}"
+                    f" replicas, got replicas={replicas}"
+                )
+            replicas = replicas or REPLICATED_REPLICAS
         if (
             isinstance(request_timeout, bool)
             or not isinstance(request_timeout, (int, float))
@@ -174,9 +201,12 @@ class NatsBackend(Backend):
         # so applications sharing one stream under different prefixes never
         # share an id (job names have no ".", so the two forms never meet).
         self._store = Store(
-            connection_, stream_, id_prefix="" if prefix == DEFAULT_PREFIX else prefix
+            connection_,
+            stream_,
+            id_prefix="" if prefix == DEFAULT_PREFIX else prefix,
+            durability=durability,
         )
-        self._claims = Claims(self._store)
+        self._claims = Claims(self._store, cas=durability == "replicated")
         self._history = History(self._store)
         self._clock = Clock(self._store)
         self._fleet = Fleet(self._store, self._clock)
@@ -188,8 +218,8 @@ class NatsBackend(Backend):
         """``nats://[user:pass@]host[:port][,host2...][?options]``.
 
         Query options ``stream``, ``prefix``, ``duplicate_window_ms``,
-        ``history_size``, ``replicas`` and ``request_timeout`` are the
-        backend's; ``name``, ``connect_timeout``, ``user_credentials`` (or
+        ``history_size``, ``replicas``, ``request_timeout`` and ``durability``
+        are the backend's; ``name``, ``connect_timeout``, ``user_credentials`` (or
         ``creds``), ``nkeys_seed``, ``token``, ``tls_ca_file``,
         ``tls_cert_file``, ``tls_key_file``, ``tls_hostname``, ... pass to the
         driver. Anything else is an ``InvalidConfigError``.
@@ -199,7 +229,10 @@ class NatsBackend(Backend):
         return backend
 
     def __repr__(self) -> str:
-        return f"NatsBackend({self.shown!r}, stream={self.stream!r}, prefix={self.prefix!r})"
+        return (
+            f"NatsBackend({self.shown!r}, stream={self.stream!r}, prefix={self.prefix!r},"
+            f" durability={self.durability!r})"
+        )
 
     # Job checks ------------------------------------------------------------
 
