@@ -1,0 +1,147 @@
+"""Failover rounds on a primary, a replica and 3 Sentinels (scenario tier).
+
+Each round is one real Sentinel failover: the primary is killed with
+``kill -9`` and the Sentinels promote the replica. Within a round, instance A
+claims :data:`SLOTS` fresh slots one claim call at a time (one iteration
+each: its own claim script and, when replicated, its own ``WAIT``); after the
+failover, instance B claims the same slots on the promoted replica. Between
+rounds the killed node is restarted and the Sentinels make it a replica of
+the new primary, so the next round fails over the other way.
+
+- ``freeze``: the replica is stopped (``SIGSTOP``) while A claims, so nothing
+  A wrote reaches it; it is resumed after the primary died. With
+  ``durability="fast"`` every claim is lost and B wins every slot again: a
+  double run per slot. With ``"replicated"`` every A claim is ``uncertain``
+  (skipped by the scheduler) and B wins: each slot runs once.
+- no freeze, ``"replicated"``: every A claim is confirmed by ``WAIT``, and B
+  never wins a slot A won.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from anarchon.types import RunClaim
+from anarchon_redis import RedisBackend
+from anarchon_testservers.redis import (
+    SentinelGroup,
+    Server,
+    start_replica,
+    start_sentinels,
+    start_server,
+)
+
+pytestmark = pytest.mark.scenario
+
+SLOTS = 100
+"""Claims (iterations) per failover round."""
+ROUNDS = 2
+"""Failovers per test."""
+LEASE_MS = 120_000
+
+
+@dataclass
+class Group:
+    """The nodes and the Sentinels; ``primary`` and ``replica`` swap at each failover."""
+
+    primary: Server
+    replica: Server
+    sentinels: SentinelGroup
+
+    def fail_over(self, frozen: bool) -> float:
+        """Kill the primary, resume a frozen replica, wait for the Sentinels; seconds it took."""
+        began = time.monotonic()
+        old = self.primary
+        old.kill()
+        if frozen:
+            self.replica.thaw()
+        self.sentinels.wait_primary(old.port, timeout=60)
+        took = time.monotonic() - began
+        self.primary, self.replica = self.replica, old
+        old.start()  # empty (no persistence): the Sentinels turn it into a replica
+        deadline = time.monotonic() + 60
+        while "master_link_status:up" not in old.command("INFO", "replication"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the restarted node did not become a synced replica")
+            time.sleep(0.1)
+        return took
+
+
+@pytest.fixture
+def group() -> Iterator[Group]:
+    primary = start_server("redis")
+    replica = start_replica(primary)
+    sentinels = start_sentinels(primary, down_after_ms=1000, failover_timeout_ms=3000)
+    found = Group(primary, replica, sentinels)
+    try:
+        yield found
+    finally:
+        found.replica.thaw()
+        for server in (found.primary, found.replica, *sentinels.sentinels):
+            server.stop()
+
+
+def _claim(job: str, slot: int, instance: str) -> RunClaim:
+    return RunClaim(job, slot, uuid.uuid4().hex, instance, LEASE_MS, max_attempts=1)
+
+
+async def _round(group: Group, durability: str, frozen: bool) -> tuple[list[str], list[str]]:
+    """One failover: A's outcome kinds and B's, slot by slot."""
+    url = group.sentinels.url()
+    prefix = f"f{uuid.uuid4().hex[:8]}:"
+    a = RedisBackend(url, prefix=prefix, durability=durability, durability_timeout=50)
+    await a.init()
+    assert a.runs is not None
+    job = "failover"
+    if frozen:
+        group.replica.freeze()
+    first = []
+    for slot in range(SLOTS):
+        first.append((await a.runs.claim(_claim(job, slot, "A"))).kind)
+    group.fail_over(frozen)
+    await a.close()
+    b = RedisBackend(url, prefix=prefix, durability=durability, durability_timeout=50)
+    await b.init()
+    assert b.runs is not None
+    second = [(await b.runs.claim(_claim(job, s, "B"))).kind for s in range(SLOTS)]
+    await b.close()
+    return first, second
+
+
+def _runs(first: list[str], second: list[str]) -> list[int]:
+    """How many times each slot runs: won claims (an uncertain claim is skipped)."""
+    return [(x == "won") + (y == "won") for x, y in zip(first, second, strict=True)]
+
+
+def test_fast_loses_claims_of_a_frozen_replica(group: Group) -> None:
+    """Default durability: a failover to a replica that missed the claims runs each slot twice."""
+    doubles = 0
+    for _ in range(ROUNDS):
+        first, second = asyncio.run(_round(group, "fast", frozen=True))
+        assert first == ["won"] * SLOTS
+        doubles += sum(1 for n in _runs(first, second) if n == 2)
+    print(f"\nfast, frozen replica: {doubles} double runs in {ROUNDS * SLOTS} claims")
+    assert doubles == ROUNDS * SLOTS
+
+
+def test_replicated_claims_of_a_frozen_replica_are_uncertain(group: Group) -> None:
+    """``replicated``: A's unconfirmed claims are uncertain, B wins: every slot runs once."""
+    for _ in range(ROUNDS):
+        first, second = asyncio.run(_round(group, "replicated", frozen=True))
+        assert first == ["uncertain"] * SLOTS
+        assert second == ["won"] * SLOTS
+        assert _runs(first, second) == [1] * SLOTS
+
+
+def test_replicated_confirmed_claims_survive_a_failover(group: Group) -> None:
+    """``replicated`` without the freeze: after a confirmed WAIT, B never wins a slot A won."""
+    for _ in range(ROUNDS):
+        first, second = asyncio.run(_round(group, "replicated", frozen=False))
+        assert first == ["won"] * SLOTS
+        assert "won" not in second
+        assert set(second) == {"running"}
