@@ -8,8 +8,10 @@ failover, instance B claims the same slots on the promoted replica. Between
 rounds the killed node is restarted and the Sentinels make it a replica of
 the new primary, so the next round fails over the other way.
 
-- ``freeze``: the replica is stopped (``SIGSTOP``) while A claims, so nothing
-  A wrote reaches it; it is resumed after the primary died. With
+- ``freeze``: the replica is stopped (``SIGSTOP``) and the primary drops its
+  link (``CLIENT KILL TYPE replica``) while A claims, so nothing A wrote
+  reaches it; it is resumed after the primary died. (A ``SIGSTOP`` alone lets
+  the kernel buffer the stream, which the replica applies once resumed.) With
   ``durability="fast"`` every claim is lost and B wins every slot again: a
   double run per slot. With ``"replicated"`` every A claim is ``uncertain``
   (skipped by the scheduler) and B wins: each slot runs once.
@@ -87,7 +89,7 @@ def group() -> Iterator[Group]:
 
 
 def _claim(job: str, slot: int, instance: str) -> RunClaim:
-    return RunClaim(job, slot, uuid.uuid4().hex, instance, LEASE_MS, max_attempts=1)
+    return RunClaim(job, slot, uuid.uuid4().hex, instance, LEASE_MS, max_attempts=1, overlap=True)
 
 
 async def _round(group: Group, durability: str, frozen: bool) -> tuple[list[str], list[str]]:
@@ -100,6 +102,10 @@ async def _round(group: Group, durability: str, frozen: bool) -> tuple[list[str]
     job = "failover"
     if frozen:
         group.replica.freeze()
+        # SIGSTOP alone does not cut the stream: the kernel keeps receiving what the
+        # primary sends, and the replica applies it once resumed. The primary drops its
+        # replica link too, so nothing A writes from here on reaches the replica.
+        group.primary.command("CLIENT", "KILL", "TYPE", "replica")
     first = []
     for slot in range(SLOTS):
         first.append((await a.runs.claim(_claim(job, slot, "A"))).kind)
