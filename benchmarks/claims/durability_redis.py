@@ -38,7 +38,10 @@ Step = Callable[[int], Awaitable[None]]
 
 
 def _claims(job: str, first: int, count: int) -> list[RunClaim]:
-    return [RunClaim(job, first + i, uuid.uuid4().hex, "bench", 60_000) for i in range(count)]
+    return [
+        RunClaim(job, first + i, uuid.uuid4().hex, "bench", 60_000, overlap=True)
+        for i in range(count)
+    ]
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -8,7 +8,7 @@ nodes of a Redis Cluster. Neither ever reads from a replica.
 
 :func:`second_client` builds a new, unconnected client with the settings of a
 client object the user passed in, so the lease thread can have connections
-of its own (docs/leases.md, "The lease thread").
+of its own (docs/leases.md, "Leases a blocked event loop cannot lose").
 """
 
 from __future__ import annotations
