@@ -20,7 +20,7 @@ from anarchon.backend.registry import resolve_backend
 from anarchon.errors import BackendUnavailableError, InvalidConfigError, UnsupportedError
 from anarchon.types import ClaimInput, ResultWrite, RunClaim, RunFinish, StoredResult
 from anarchon_redis import RedisBackend, ValkeyBackend
-from anarchon_testservers.redis import Cluster, Server
+from anarchon_testservers.redis import Cluster, Server, start_replica, start_server
 
 Replicated = Any  # conftest.Replicated: primary, replica, sentinels
 
@@ -299,3 +299,25 @@ async def test_a_client_that_cannot_be_copied_warns_at_start(
         )
     finally:
         await real.aclose()
+
+
+async def test_waitaof_follows_wait_when_the_primary_writes_an_aof(prefix: str) -> None:
+    """Redis 7.2+ with ``appendonly yes``: ``WAITAOF`` joins ``WAIT``, and claims are confirmed."""
+    primary = start_server("redis86", appendonly=True)
+    try:
+        replica = start_replica(primary)
+        try:
+            backend = RedisBackend(primary.url, prefix=prefix, durability="replicated")
+            await backend.init()
+            try:
+                assert backend.durability.waitaof
+                assert backend.runs is not None
+                claim = _claim("aof", 3_000)
+                assert (await backend.runs.claim(claim)).kind == "won"
+                assert await backend.runs.finish("aof", 3_000, claim.token, "ok")
+            finally:
+                await backend.close()
+        finally:
+            replica.stop()
+    finally:
+        primary.stop()
