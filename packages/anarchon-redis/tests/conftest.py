@@ -109,7 +109,7 @@ def redis_sentinel() -> Iterator[Replicated]:
     try:
         primary = start_server("redis")
         replica = start_replica(primary)
-        sentinels = start_sentinels(primary)
+        sentinels = start_sentinels(primary, wait_peers=False)
     except RuntimeError as error:
         pytest.fail(f"cannot start a Sentinel group: {error}", pytrace=False)
     try:

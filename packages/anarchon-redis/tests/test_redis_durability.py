@@ -20,7 +20,13 @@ from anarchon.backend.registry import resolve_backend
 from anarchon.errors import BackendUnavailableError, InvalidConfigError, UnsupportedError
 from anarchon.types import ClaimInput, ResultWrite, RunClaim, RunFinish, StoredResult
 from anarchon_redis import RedisBackend, ValkeyBackend
-from anarchon_testservers.redis import Cluster, Server, start_replica, start_server
+from anarchon_testservers.redis import (
+    Cluster,
+    Server,
+    start_replica,
+    start_sentinels,
+    start_server,
+)
 
 Replicated = Any  # conftest.Replicated: primary, replica, sentinels
 
@@ -321,3 +327,23 @@ async def test_waitaof_follows_wait_when_the_primary_writes_an_aof(prefix: str) 
             replica.stop()
     finally:
         primary.stop()
+
+
+async def test_valkey_sentinel_url_and_its_clone(valkey_server: Server, prefix: str) -> None:
+    """``valkey+sentinel://`` through valkey-py, and the clone the lease thread gets."""
+    group = start_sentinels(valkey_server, wait_peers=False)
+    try:
+        backend = ValkeyBackend(group.url("valkey"), prefix=prefix)
+        await backend.init()
+        try:
+            assert backend.server is not None
+            assert backend.server.startswith("valkey")
+            assert backend.runs is not None
+            assert (await backend.runs.claim(_claim("vs", 1))).kind == "won"
+        finally:
+            await backend.close()
+        other = backend.clone()
+        assert other is not None
+        assert _works_in_a_thread(other) == "won"
+    finally:
+        group.stop()

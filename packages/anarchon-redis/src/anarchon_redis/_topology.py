@@ -194,13 +194,21 @@ def open_target(
         manager = sentinel_module.Sentinel(
             list(target.hosts), sentinel_kwargs=for_sentinels, db=target.db, **kwargs
         )
-        client = manager.master_for(target.service, redis_class=getattr(aio, client_class))
+        client = manager.master_for(
+            target.service, **{_class_keyword(manager): getattr(aio, client_class)}
+        )
         return client, [manager]
     cluster_module = importlib.import_module(f"{module}.asyncio.cluster")
     cluster_class = getattr(cluster_module, f"{client_class}Cluster")
     node = cluster_module.ClusterNode
     client = cluster_class(startup_nodes=[node(h, p) for h, p in target.hosts], **kwargs)
     return client, []
+
+
+def _class_keyword(manager: Any) -> str:
+    """``master_for``'s client class keyword: ``redis_class`` (redis-py), ``valkey_class`` (valkey-py)."""
+    params = inspect.signature(manager.master_for).parameters
+    return "valkey_class" if "valkey_class" in params else "redis_class"
 
 
 def _accepted(factory: Callable[..., Any], given: dict[str, Any]) -> dict[str, Any]:
@@ -249,8 +257,8 @@ def _second_sentinel(client: Any, pool: Any) -> tuple[Any, list[Any]]:
     kwargs["max_connections"] = pool.max_connections
     second = new_manager.master_for(
         pool.service_name,
-        redis_class=type(client),
         connection_pool_class=type(pool),
+        **{_class_keyword(new_manager): type(client)},
         **kwargs,
     )
     return second, [new_manager]

@@ -233,6 +233,8 @@ def start_server(
 
 def start_replica(primary: Server, *, timeout: float = 20.0) -> Server:
     """Start a server of ``primary``'s kind replicating it (``--replicaof``); waits until synced."""
+    # A full sync waits 5 s by default for more replicas to share the transfer.
+    primary.command("CONFIG", "SET", "repl-diskless-sync-delay", "0")
     extra = ["--replicaof", "127.0.0.1", str(primary.port)]
     if primary.password:
         extra += ["--masterauth", primary.password]
@@ -296,11 +298,14 @@ def start_sentinels(
     quorum: int = 2,
     down_after_ms: int = 1000,
     failover_timeout_ms: int = 3000,
+    wait_peers: bool = True,
 ) -> SentinelGroup:
     """Start ``count`` Sentinels monitoring ``primary`` (short down-after and failover timeouts).
 
-    Each Sentinel gets its own config file (Sentinel rewrites it) and waits
-    until it sees the other Sentinels, so a failover can reach its quorum.
+    Each Sentinel gets its own config file (Sentinel rewrites it). With
+    ``wait_peers`` (default) this waits until every Sentinel sees the others
+    (a few seconds: they announce themselves every 2 s), so a failover can
+    reach its quorum; without, it returns once each answers.
     """
     binary = find_server(primary.kind)
     sentinels: list[Server] = []
@@ -328,13 +333,18 @@ def start_sentinels(
             sentinels.append(sentinel)
         group = SentinelGroup(sentinels, service)
         deadline = time.monotonic() + 30
-        while True:
+        while not wait_peers and group.primary_port() != primary.port:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Sentinels did not name the primary within 30 s")
+            time.sleep(0.05)
+        while wait_peers:
             seen = [s.command("SENTINEL", "master", service).split("\n") for s in sentinels]
             if all(_field(lines, "num-other-sentinels") == str(count - 1) for lines in seen):
-                return group
+                break
             if time.monotonic() > deadline:
                 raise RuntimeError("the Sentinels did not find each other within 30 s")
             time.sleep(0.1)
+        return group
     except BaseException:
         for sentinel in sentinels:
             sentinel.stop()
