@@ -22,6 +22,7 @@ the new primary, so the next round fails over the other way.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -151,3 +152,66 @@ def test_replicated_confirmed_claims_survive_a_failover(group: Group) -> None:
         assert first == ["won"] * SLOTS
         assert "won" not in second
         assert set(second) == {"running"}
+
+
+def test_a_blocked_loop_through_a_sentinel_client_object_keeps_its_lease() -> None:
+    """``RedisBackend(Sentinel(...).master_for(...))``: an async handler that blocks its loop
+    for longer than the lease keeps the lease (the lease thread has a client of its own), so a
+    backup on another loop never starts the slot beside it.
+    """
+    from anarchon import RunContext, Scheduler
+    from redis.asyncio.sentinel import Sentinel
+
+    primary = start_server("redis")
+    replica = start_replica(primary)
+    sentinels = start_sentinels(primary, wait_peers=False)
+    job = f"blocked-{uuid.uuid4().hex[:8]}"
+    prefix = f"b{uuid.uuid4().hex[:8]}:"
+    starts: list[tuple[str, int, float]] = []
+    a_started = threading.Event()
+    done = threading.Event()
+
+    async def handler(ctx: RunContext) -> None:
+        starts.append((ctx.instance_id, ctx.attempt, time.monotonic()))
+        if ctx.instance_id == "A":
+            a_started.set()
+            time.sleep(6)  # blocks A's event loop for two leases  # noqa: ASYNC251
+
+    def schedule(backend: RedisBackend, instance: str) -> Scheduler:
+        scheduler = Scheduler(
+            backend, instance_id=instance, lease="3s", heartbeat="1s", stop_grace=0.2
+        )
+        scheduler.every(job, "1h", handler, jitter=0, max_late="2h", max_attempts=3)
+        return scheduler
+
+    async def run_a() -> None:
+        manager = Sentinel([("127.0.0.1", p) for p in sentinels.ports])
+        client = manager.master_for(sentinels.service)
+        a = schedule(RedisBackend(client, prefix=prefix), "A")
+        await a.start()
+        await asyncio.to_thread(done.wait, 60)
+        await a.stop()
+        await client.aclose()
+        await manager.aclose()
+
+    async def run_b() -> None:
+        a_started.wait(30)
+        b = schedule(RedisBackend(sentinels.url(), prefix=prefix), "B")
+        await b.start()
+        await asyncio.sleep(8)  # past A's 6 s block: a lost lease would have let B take over
+        done.set()
+        await b.stop()
+
+    try:
+        threads = [
+            threading.Thread(target=lambda: asyncio.run(run_a())),
+            threading.Thread(target=lambda: asyncio.run(run_b())),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert [(who, attempt) for who, attempt, _at in starts] == [("A", 1)]
+    finally:
+        for server in (primary, replica, *sentinels.sentinels):
+            server.stop()
