@@ -18,7 +18,14 @@ import redis.asyncio
 from anarchon._scheduler.assembly import lease_thread
 from anarchon.backend.registry import resolve_backend
 from anarchon.errors import BackendUnavailableError, InvalidConfigError, UnsupportedError
-from anarchon.types import ClaimInput, ResultWrite, RunClaim, RunFinish, StoredResult
+from anarchon.types import (
+    ClaimInput,
+    ResultWrite,
+    RunClaim,
+    RunFinish,
+    RunRetry,
+    StoredResult,
+)
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_testservers.redis import (
     Cluster,
@@ -132,6 +139,9 @@ async def test_without_a_replica_claims_are_uncertain_and_renewals_not_confirmed
         with pytest.raises(BackendUnavailableError, match="not confirmed on the replicas"):
             await runs.heartbeat("job", 1_000, claim.token, 30_000)
         assert not await runs.heartbeat("job", 1_000, "other-token", 30_000)  # refused: False
+        retried = await runs.retry(RunRetry("job", 1_000, claim.token, "t2", "inst", 30_000, 3))
+        assert (retried.kind, retried.attempt) == ("uncertain", 2)
+        claim = _claim("job", 1_000, token="t2")
         with pytest.raises(BackendUnavailableError, match="finish not confirmed"):
             await runs.finish("job", 1_000, claim.token, "ok")
         assert await backend.claim(ClaimInput("plain", 5, "t", "inst")) is False
