@@ -27,6 +27,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import redis.asyncio
 from anarchon.types import RunClaim
@@ -66,9 +67,9 @@ async def run(url: str, args: argparse.Namespace) -> None:
     runtime = fast._runtime
     counter = iter(range(10**12))
 
-    def raw_call(claims: list[RunClaim]) -> tuple[list[str], list[object]]:
+    def raw_call(claims: list[RunClaim]) -> tuple[list[str], list[Any]]:
         keys: list[str] = []
-        items: list[object] = []
+        items: list[Any] = []
         for c in claims:
             keys.extend(runtime.keys(c.job))  # type: ignore[attr-defined]
             items.extend(runtime.claim_args(c))  # type: ignore[attr-defined]

@@ -27,6 +27,7 @@ from anarchon.types import (
     StoredResult,
 )
 from anarchon_redis import RedisBackend, ValkeyBackend
+from anarchon_redis.backend import RedisBackendBase
 from anarchon_testservers.redis import (
     Cluster,
     Server,
@@ -212,7 +213,7 @@ async def test_a_finish_without_state_writes_a_finished_record(
 # Clones for the lease thread ------------------------------------------------------
 
 
-def _works_in_a_thread(backend: RedisBackend) -> str:
+def _works_in_a_thread(backend: RedisBackendBase) -> str:
     """Init, claim and close ``backend`` on a loop of its own thread; the claim's kind."""
     found: list[Any] = []
 
@@ -250,7 +251,7 @@ async def test_clone_of_a_sentinel_master_for_client(
 ) -> None:
     from redis.asyncio.sentinel import Sentinel
 
-    manager = Sentinel([("127.0.0.1", p) for p in redis_sentinel.sentinels.ports])
+    manager = Sentinel([("127.0.0.1", p) for p in redis_sentinel.sentinels.ports])  # type: ignore[no-untyped-call]
     client = manager.master_for("anarchon")
     try:
         backend = RedisBackend(client, prefix=prefix)
@@ -295,17 +296,11 @@ async def test_a_client_that_cannot_be_copied_warns_at_start(
     try:
         backend = RedisBackend(_Wrapped(real), prefix=prefix)
         assert backend.clone() is None
-        keeper: Any = LeaseKeeper.__new__(LeaseKeeper)
+        keeper: Any = LeaseKeeper.__new__(LeaseKeeper)  # not used before the warning
+        executor: Any = None
         with caplog.at_level(logging.WARNING, logger="anarchon"):
             made = lease_thread(
-                backend,
-                None,
-                keeper,
-                None,
-                3000,
-                1000,
-                5.0,
-                logging.getLogger("anarchon"),  # type: ignore[arg-type]
+                backend, None, keeper, executor, 3000, 1000, 5.0, logging.getLogger("anarchon")
             )
         assert made is None
         assert any(

@@ -185,7 +185,7 @@ def test_a_blocked_loop_through_a_sentinel_client_object_keeps_its_lease() -> No
         return scheduler
 
     async def run_a() -> None:
-        manager = Sentinel([("127.0.0.1", p) for p in sentinels.ports])
+        manager = Sentinel([("127.0.0.1", p) for p in sentinels.ports])  # type: ignore[no-untyped-call]
         client = manager.master_for(sentinels.service)
         a = schedule(RedisBackend(client, prefix=prefix), "A")
         await a.start()
