@@ -240,12 +240,35 @@ def start_replica(primary: Server, *, timeout: float = 20.0) -> Server:
         extra += ["--masterauth", primary.password]
     replica = start_server(primary.kind, password=primary.password, extra=extra)
     deadline = time.monotonic() + timeout
-    while "master_link_status:up" not in replica.command("INFO", "replication"):
+    while not _acknowledged(primary):
         if time.monotonic() > deadline:
             replica.stop()
             raise RuntimeError(f"the replica of port {primary.port} did not sync in {timeout} s")
         time.sleep(0.05)
     return replica
+
+
+def _acknowledged(primary: Server) -> bool:
+    """True once a write on ``primary`` is acknowledged by a replica (``WAIT 1``).
+
+    After a full sync the primary streams to a replica only once it has sent its
+    first acknowledgement (up to a second later): until then ``WAIT`` answers 0.
+    """
+    auth = f"AUTH {primary.password}\r\n" if primary.password else ""
+    try:
+        with socket.create_connection(("127.0.0.1", primary.port), timeout=2) as s:
+            s.sendall(f"{auth}SET anarchon:sync 1\r\nWAIT 1 200\r\n".encode())
+            data = b""
+            deadline = time.monotonic() + 2
+            while data.count(b"\r\n") < (3 if auth else 2) and time.monotonic() < deadline:
+                chunk = s.recv(256)
+                if not chunk:
+                    break
+                data += chunk
+            last = data.rstrip().split(b"\r\n")[-1]
+            return last.startswith(b":") and int(last[1:]) >= 1
+    except OSError:
+        return False
 
 
 @dataclass
