@@ -37,6 +37,7 @@ from anarchon_testservers.redis import (
     start_replica,
     start_sentinels,
     start_server,
+    wait_replicated,
 )
 
 pytestmark = pytest.mark.scenario
@@ -67,11 +68,7 @@ class Group:
         took = time.monotonic() - began
         self.primary, self.replica = self.replica, old
         old.start()  # empty (no persistence): the Sentinels turn it into a replica
-        deadline = time.monotonic() + 60
-        while "master_link_status:up" not in old.command("INFO", "replication"):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the restarted node did not become a synced replica")
-            time.sleep(0.1)
+        wait_replicated(self.primary, timeout=60)
         return took
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "start_replica",
     "start_sentinels",
     "start_server",
+    "wait_replicated",
 ]
 
 KINDS = ("redis", "redis86", "valkey")
@@ -239,13 +240,21 @@ def start_replica(primary: Server, *, timeout: float = 20.0) -> Server:
     if primary.password:
         extra += ["--masterauth", primary.password]
     replica = start_server(primary.kind, password=primary.password, extra=extra)
+    try:
+        wait_replicated(primary, timeout)
+    except RuntimeError:
+        replica.stop()
+        raise
+    return replica
+
+
+def wait_replicated(primary: Server, timeout: float = 20.0) -> None:
+    """Wait until a write on ``primary`` is acknowledged by a replica (``WAIT 1``)."""
     deadline = time.monotonic() + timeout
     while not _acknowledged(primary):
         if time.monotonic() > deadline:
-            replica.stop()
-            raise RuntimeError(f"the replica of port {primary.port} did not sync in {timeout} s")
+            raise RuntimeError(f"no replica of port {primary.port} acknowledged within {timeout} s")
         time.sleep(0.05)
-    return replica
 
 
 def _acknowledged(primary: Server) -> bool:
