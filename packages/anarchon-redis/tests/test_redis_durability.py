@@ -103,6 +103,11 @@ def test_malformed_urls_raise_coded_errors_without_the_password(url: str, says: 
     assert SECRET not in str(caught.value)
 
 
+def test_tls_topology_urls_are_refused_not_downgraded() -> None:
+    with pytest.raises(InvalidConfigError, match="redis\\+sentinel://"):
+        RedisBackend(f"rediss+sentinel://u:{SECRET}@h/s")
+
+
 def test_durability_keywords_are_checked_where_the_backend_is_built() -> None:
     with pytest.raises(InvalidConfigError, match=r"'fast', 'replicated'.*'strong'"):
         RedisBackend("redis://h/0", durability="strong")

@@ -177,8 +177,8 @@ class RedisBackendBase(Backend):
     def _check_scheme(self, url: str) -> None:
         scheme = url.partition("://")[0].lower()
         base, plus, topology = scheme.partition("+")
-        if plus and topology in ("sentinel", "cluster") and base in self.driver.schemes[:2]:
-            return
+        if plus and topology in ("sentinel", "cluster") and base == self.driver.schemes[0]:
+            return  # TLS (rediss+sentinel) is not read from a URL: pass a client for it
         if scheme not in self.driver.schemes:
             schemes = ", ".join(
                 f"{s}://" for s in (*self.driver.schemes, *self.driver.topology_schemes())
