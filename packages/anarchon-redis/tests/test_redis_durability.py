@@ -357,3 +357,21 @@ async def test_valkey_sentinel_url_and_its_clone(valkey_server: Server, prefix: 
         assert _works_in_a_thread(other) == "won"
     finally:
         group.stop()
+
+
+async def test_cluster_url_opens_a_cluster_client(redis_cluster: Cluster, prefix: str) -> None:
+    hosts = ",".join(f"127.0.0.1:{port}" for port in redis_cluster.ports[:2])
+    backend = resolve_backend(f"redis+cluster://{hosts}?prefix={prefix}")
+    assert isinstance(backend, RedisBackend)
+    await backend.init()
+    try:
+        assert backend.runs is not None
+        for job in ("a", "b", "c", "d"):  # jobs on several nodes
+            assert (await backend.runs.claim(_claim(job, 1))).kind == "won"
+        conn = await backend.connection()
+        assert conn.cluster
+    finally:
+        await backend.close()
+    other = backend.clone()
+    assert other is not None
+    assert _works_in_a_thread(other) == "won"

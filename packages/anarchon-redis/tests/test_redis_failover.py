@@ -4,7 +4,8 @@ Each round is one real Sentinel failover: the primary is killed with
 ``kill -9`` and the Sentinels promote the replica. Within a round, instance A
 claims :data:`SLOTS` fresh slots one claim call at a time (one iteration
 each: its own claim script and, when replicated, its own ``WAIT``); after the
-failover, instance B claims the same slots on the promoted replica. Between
+failover, instance B claims the same slots on the promoted replica, and A, still open, claims a
+fresh slot through the new primary (it follows the fail-over). Between
 rounds the killed node is restarted and the Sentinels make it a replica of
 the new primary, so the next round fails over the other way.
 
@@ -29,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from anarchon.errors import BackendUnavailableError
 from anarchon.types import RunClaim
 from anarchon_redis import RedisBackend
 from anarchon_testservers.redis import (
@@ -108,13 +110,27 @@ async def _round(group: Group, durability: str, frozen: bool) -> tuple[list[str]
     for slot in range(SLOTS):
         first.append((await a.runs.claim(_claim(job, slot, "A"))).kind)
     group.fail_over(frozen)
-    await a.close()
     b = RedisBackend(url, prefix=prefix, durability=durability, durability_timeout=50)
     await b.init()
     assert b.runs is not None
     second = [(await b.runs.claim(_claim(job, s, "B"))).kind for s in range(SLOTS)]
     await b.close()
+    assert await _follows(a, job) == "won", "A, still open, follows the new primary"
+    await a.close()
     return first, second
+
+
+async def _follows(backend: RedisBackend, job: str) -> str:
+    """A fresh claim through a backend opened before the fail-over (transient errors retried)."""
+    assert backend.runs is not None
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return (await backend.runs.claim(_claim(job, SLOTS + 1, "A"))).kind
+        except BackendUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 def _runs(first: list[str], second: list[str]) -> list[int]:
