@@ -80,7 +80,10 @@ class TestRedisSentinelLease(_Base, LeaseContract):
     def backend(self, request: pytest.FixtureRequest) -> Backend:
         group = request.getfixturevalue("redis_sentinel")
         return RedisBackend(
-            group.sentinels.url(), prefix=f"s{uuid.uuid4().hex[:10]}:", durability="replicated"
+            group.sentinels.url(),
+            prefix=f"s{uuid.uuid4().hex[:10]}:",
+            durability="replicated",
+            durability_timeout=5000,  # answers at once when confirmed; never flaky under load
         )
 
 

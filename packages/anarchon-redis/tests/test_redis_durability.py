@@ -158,7 +158,12 @@ async def test_without_a_replica_claims_are_uncertain_and_renewals_not_confirmed
 async def test_with_a_replica_claims_heartbeats_and_finishes_are_confirmed(
     redis_sentinel: Replicated, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    backend = RedisBackend(redis_sentinel.sentinels.url(), prefix=prefix, durability="replicated")
+    backend = RedisBackend(
+        redis_sentinel.sentinels.url(),
+        prefix=prefix,
+        durability="replicated",
+        durability_timeout=5000,  # a confirmed WAIT answers at once; a loaded machine may lag
+    )
     with caplog.at_level(logging.INFO, logger="anarchon.redis"):
         await backend.init()
     try:
@@ -323,7 +328,9 @@ async def test_waitaof_follows_wait_when_the_primary_writes_an_aof(prefix: str) 
     try:
         replica = start_replica(primary)
         try:
-            backend = RedisBackend(primary.url, prefix=prefix, durability="replicated")
+            backend = RedisBackend(
+                primary.url, prefix=prefix, durability="replicated", durability_timeout=5000
+            )
             await backend.init()
             try:
                 assert backend.durability.waitaof
