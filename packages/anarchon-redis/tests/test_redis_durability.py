@@ -27,6 +27,7 @@ from anarchon.types import (
     StoredResult,
 )
 from anarchon_redis import RedisBackend, ValkeyBackend
+from anarchon_redis._durability import parse_info
 from anarchon_redis.backend import RedisBackendBase
 from anarchon_testservers.redis import (
     Cluster,
@@ -172,11 +173,20 @@ async def test_with_a_replica_claims_heartbeats_and_finishes_are_confirmed(
         assert runs is not None
         claim = _claim("job", 2_000)
         assert (await runs.claim(claim)).kind == "won"
-        again = await runs.claim(claim)  # an idempotent retry writes, then waits
+        conn = await backend.connection()
+
+        async def offset() -> int:
+            return int(parse_info(await conn.execute("INFO", "replication"))["master_repl_offset"])
+
+        before = await offset()
+        again = await runs.claim(claim)  # an idempotent retry writes, so WAIT has a write
         assert again.kind == "won"
+        assert await offset() > before
         assert await runs.heartbeat("job", 2_000, claim.token, 30_000)
         assert await runs.finish("job", 2_000, claim.token, "ok")
-        assert await runs.finish("job", 2_000, claim.token, "ok")  # idempotent
+        before = await offset()
+        assert await runs.finish("job", 2_000, claim.token, "ok")  # idempotent, and writes
+        assert await offset() > before
         replica = redis.asyncio.Redis.from_url(redis_sentinel.replica.url)
         try:
             stored = await replica.hget(f"{{{prefix}job}}:state", "2000")
