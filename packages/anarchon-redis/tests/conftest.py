@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
-from anarchon_testservers.redis import Cluster, Server, start_cluster, start_server
+from anarchon_testservers.redis import (
+    Cluster,
+    SentinelGroup,
+    Server,
+    start_cluster,
+    start_replica,
+    start_sentinels,
+    start_server,
+)
 
 
 def _start(kind: str) -> Server:
@@ -83,3 +92,28 @@ def redis_cluster() -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@dataclass
+class Replicated:
+    """A primary, one replica and 3 Sentinels watching the primary (service ``anarchon``)."""
+
+    primary: Server
+    replica: Server
+    sentinels: SentinelGroup
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel() -> Iterator[Replicated]:
+    """A redis-server primary with a replica and 3 Sentinels, for the session (never failed over)."""
+    try:
+        primary = start_server("redis")
+        replica = start_replica(primary)
+        sentinels = start_sentinels(primary, wait_peers=False)
+    except RuntimeError as error:
+        pytest.fail(f"cannot start a Sentinel group: {error}", pytrace=False)
+    try:
+        yield Replicated(primary, replica, sentinels)
+    finally:
+        for server in (primary, replica, *sentinels.sentinels):
+            server.stop()

@@ -179,10 +179,10 @@ async def _heartbeats_and_finishes(one: RedisBackendBase, batch: RedisBackendBas
         RunFinish("h1", base, "h1-t", "ok"),
         RunFinish("h1", base, "h1-t", "ok"),  # a retried finish: True again
         RunFinish("h2", base, "h2-t", "error", "boom"),  # finished already by this token
-        RunFinish("h3", base, "none", "ok"),
+        RunFinish("h3", base, "none", "ok"),  # no state: a finished one is written for it
     ]
     singles = [await runs_one.finish(f.job, f.slot, f.token, f.status, f.error) for f in finishes]
-    assert singles == [False, True, True, True, False]
+    assert singles == [False, True, True, True, True]
     assert await runs_batch.finish_many(finishes) == singles
     assert await runs_batch.active("h1") == [] == await runs_one.active("h1")
 

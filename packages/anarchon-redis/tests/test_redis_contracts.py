@@ -67,6 +67,26 @@ class TestRedisLeaseModel(LeaseModelContract):
         return _backend(redis_server, "lease", f"m{uuid.uuid4().hex[:10]}:")
 
 
+class TestRedisSentinelLease(_Base, LeaseContract):
+    """``redis+sentinel://`` (a primary, a replica, 3 Sentinels), ``durability="replicated"``."""
+
+    def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
+        """New clients through the same Sentinels, with the same durability."""
+        assert isinstance(backend, RedisBackendBase)
+        clones = [backend.clone() for _ in range(count)]
+        return [c for c in clones if c is not None]
+
+    @pytest.fixture
+    def backend(self, request: pytest.FixtureRequest) -> Backend:
+        group = request.getfixturevalue("redis_sentinel")
+        return RedisBackend(
+            group.sentinels.url(),
+            prefix=f"s{uuid.uuid4().hex[:10]}:",
+            durability="replicated",
+            durability_timeout=5000,  # answers at once when confirmed; never flaky under load
+        )
+
+
 class TestRedisStreamId(_Base):
     """Redis, ``stream-id``: the backend suite (no leases)."""
 

@@ -13,8 +13,9 @@ from typing import Any
 from anarchon.types import ResultWrite
 
 from anarchon_redis._client import Connection, LuaScript, is_noscript
+from anarchon_redis._durability import Durability, run_waited
 
-__all__ = ["CHUNK", "chunks", "group_by_job", "retry_noscript", "run_batched"]
+__all__ = ["CHUNK", "chunks", "group_by_job", "retry_noscript", "run_batched", "run_confirmed"]
 
 
 CHUNK = 500
@@ -58,8 +59,27 @@ async def run_batched(
     the same length) and then each item's ``args(i)`` followed by the 1-based
     index of its profile. Fewer arguments is less server time per item.
     """
+    answers, _why = await run_confirmed(conn, None, script, jobs, keys, args, shared, profile)
+    return answers
+
+
+async def run_confirmed(
+    conn: Connection,
+    durability: Durability | None,
+    script: LuaScript,
+    jobs: Sequence[str],
+    keys: Callable[[int], Sequence[str]],
+    args: Callable[[int], Sequence[Any]],
+    shared: Sequence[Any] = (),
+    profile: Callable[[int], tuple[Any, ...]] | None = None,
+) -> tuple[list[Any], str | None]:
+    """:func:`run_batched`, then ``WAIT`` in the same round trip when ``durability`` is replicated.
+
+    Returns the answers and None, or why their writes are not confirmed on
+    the replicas (see :mod:`anarchon_redis._durability`).
+    """
     if not jobs:
-        return []
+        return [], None
     groups = chunks(conn.one_node, jobs)
     calls: list[tuple[list[str], list[Any]]] = []
     for group in groups:
@@ -78,12 +98,16 @@ async def run_batched(
                 call_args.extend(settings)
         call_args.extend(items)
         calls.append((call_keys, call_args))
-    replies = await conn.evalsha_many(script, calls)
+    why: str | None = None
+    if durability is not None and durability.replicated:
+        replies, why = await run_waited(conn, durability, script, calls)
+    else:
+        replies = await conn.evalsha_many(script, calls)
     answers: list[Any] = [None] * len(jobs)
     for group, reply in zip(groups, replies, strict=True):
         for i, answer in zip(group, reply, strict=True):
             answers[i] = answer
-    return answers
+    return answers, why
 
 
 def group_by_job(writes: Sequence[ResultWrite]) -> dict[str, ResultWrite]:

@@ -276,6 +276,14 @@ class Driver:
             defaults["health_check_interval"] = 10
         return defaults
 
+    def defaults(self) -> dict[str, Any]:
+        """The connection defaults of clients the backend opens (see ``_defaults``)."""
+        return self._defaults({})
+
+    def topology_schemes(self) -> tuple[str, ...]:
+        """``<scheme>+sentinel`` and ``<scheme>+cluster`` of the driver's main scheme."""
+        return (f"{self.schemes[0]}+sentinel", f"{self.schemes[0]}+cluster")
+
     def check_url(self, url: str, shown: str) -> None:
         """Validate a URL (scheme, query options the driver takes) without connecting."""
         aio = self.load()
@@ -341,7 +349,11 @@ class Connection:
     ``owned`` is True when the backend opened the client and must close it.
     """
 
-    def __init__(self, client: Any, *, owned: bool, where: str) -> None:
+    def __init__(
+        self, client: Any, *, owned: bool, where: str, also_close: Sequence[Any] = ()
+    ) -> None:
+        self.also_close = list(also_close)
+        """Clients closed after ``client`` (a Sentinel's connections to the Sentinels)."""
         if getattr(client, "execute_command", None) is None and callable(
             getattr(client, "custom_command", None)
         ):
@@ -564,9 +576,10 @@ class Connection:
         if self.glide is not None:
             await self.glide.close()
             return
-        closer = getattr(self.client, "aclose", None) or getattr(self.client, "close", None)
-        if closer is None:
-            return
-        result = closer()
-        if inspect.isawaitable(result):
-            await result
+        for client in (self.client, *self.also_close):
+            closer = getattr(client, "aclose", None) or getattr(client, "close", None)
+            if closer is None:
+                continue
+            result = closer()
+            if inspect.isawaitable(result):
+                await result

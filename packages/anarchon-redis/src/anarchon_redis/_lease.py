@@ -22,6 +22,7 @@ how a batch is split into calls (one node, or per job on a cluster).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,8 +49,9 @@ from anarchon.types import (
 )
 
 from anarchon_redis import _lua
-from anarchon_redis._batch import run_batched
+from anarchon_redis._batch import run_batched, run_confirmed
 from anarchon_redis._client import text
+from anarchon_redis._durability import Durability, not_confirmed, run_waited
 from anarchon_redis._records import append_manual_run, claim_records, decode_result
 from anarchon_redis._runtime import Runtime, Store
 from anarchon_redis.strategies import Lease
@@ -61,6 +63,8 @@ __all__ = [
     "RedisRunStore",
 ]
 
+
+log = logging.getLogger("anarchon.redis")
 
 FINISHED_MEMORY = 100_000
 """Runs ended by ``finish`` remembered until their result is saved (the oldest are forgotten)."""
@@ -83,6 +87,27 @@ def _outcome(reply: Any) -> ClaimOutcome:
     return ClaimOutcome(kind, int(reply[1]), text(reply[2]), int(reply[3]))
 
 
+def _uncertain(outcome: ClaimOutcome) -> ClaimOutcome:
+    """A won claim whose replication was not confirmed (docs/backends/redis.md, "Durability")."""
+    if not outcome.won:
+        return outcome
+    return ClaimOutcome("uncertain", outcome.attempt, outcome.runner, outcome.lease_expires_at)
+
+
+def _healed(finishes: Sequence[RunFinish], replies: Sequence[Any], where: str) -> None:
+    """Log each finish that found no state (answer 2) and wrote a finished one."""
+    for f, reply in zip(finishes, replies, strict=True):
+        if int(reply) == 2:
+            log.warning(
+                "anarchon: %s: job %r slot %s: no state for the run; a failover lost its claim;"
+                " finished record written (status %s)",
+                where,
+                f.job,
+                f.slot,
+                f.status,
+            )
+
+
 class LeaseRuntime(Runtime):
     """The ``lease`` strategy for one store."""
 
@@ -97,6 +122,12 @@ class LeaseRuntime(Runtime):
         self._finished: dict[tuple[str, int, str], None] = {}
 
     # Keys -------------------------------------------------------------------
+
+    @property
+    def durability(self) -> Durability:
+        """The store's durability setting (``fast`` unless the backend was given another)."""
+        found = getattr(self.store, "durability", None)
+        return found if isinstance(found, Durability) else Durability()
 
     def keys(self, job: str) -> tuple[str, str, str]:
         """``(state, runs, results)`` of ``job``: the claim and save scripts' KEYS per item."""
@@ -196,7 +227,9 @@ class LeaseRuntime(Runtime):
         The claim script also writes the history record.
         """
         claims = [RunClaim.plain(i) for i in inputs]
-        outcomes = await self.runs.raw_claims(claims)
+        outcomes, why = await self.runs.raw_claims_confirmed(claims)
+        if why is not None:  # not confirmed on the replicas: fail closed, as for an uncertain claim
+            return [False] * len(claims)
         return [type(r) is int or text(r[0]) == "won" or int(r[4]) == 1 for r in outcomes]
 
     async def record_manual_run(self, input: ClaimInput) -> int | None:
@@ -300,10 +333,17 @@ class RedisRunStore(RunStore):
 
     async def raw_claims(self, claims: Sequence[RunClaim]) -> list[Any]:
         """The claim script's reply for each claim, in request order."""
+        return (await self.raw_claims_confirmed(claims))[0]
+
+    async def raw_claims_confirmed(
+        self, claims: Sequence[RunClaim]
+    ) -> tuple[list[Any], str | None]:
+        """The claim script's replies, and why they are not confirmed on the replicas (or None)."""
         rt = self._rt
         conn = await rt.ready()
-        return await run_batched(
+        return await run_confirmed(
             conn,
+            rt.durability,
             _lua.LEASE_CLAIM,
             [c.job for c in claims],
             lambda i: rt.keys(claims[i].job),
@@ -312,13 +352,21 @@ class RedisRunStore(RunStore):
         )
 
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
-        """Walk the claim tree of docs/leases.md in one script and return its outcome."""
-        return _claim_outcome((await self.raw_claims((claim,)))[0], claim)
+        """Walk the claim tree of docs/leases.md in one script and return its outcome.
+
+        With ``durability="replicated"``, a won claim whose ``WAIT`` answered
+        fewer replicas than asked is ``uncertain`` (the lease is held for the token).
+        """
+        return (await self.claim_many((claim,)))[0]
 
     async def claim_many(self, claims: Sequence[RunClaim]) -> list[ClaimOutcome]:
         """:meth:`claim` for each item, in a few script calls; answers in request order."""
-        replies = await self.raw_claims(claims)
-        return [_claim_outcome(r, c) for r, c in zip(replies, claims, strict=True)]
+        replies, why = await self.raw_claims_confirmed(claims)
+        outcomes = [_claim_outcome(r, c) for r, c in zip(replies, claims, strict=True)]
+        if why is None:
+            return outcomes
+        log.debug("anarchon: %s: claims not confirmed: %s", self._rt.store.describe(), why)
+        return [_uncertain(o) for o in outcomes]
 
     async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
         """Extend the lease to server time + ``lease_ms`` if ``token`` still owns the run."""
@@ -328,15 +376,21 @@ class RedisRunStore(RunStore):
         """:meth:`heartbeat` for each run, in a few script calls; answers in request order."""
         rt = self._rt
         conn = await rt.ready()
-        replies = await run_batched(
+        replies, why = await run_confirmed(
             conn,
+            rt.durability,
             _lua.LEASE_HEARTBEAT,
             [r.job for r in runs],
             lambda i: rt.keys(runs[i].job)[:1],
             lambda i: (int(runs[i].slot), runs[i].token),
             shared=(int(lease_ms),),
         )
-        return [int(r) == 1 for r in replies]
+        answers = [int(r) == 1 for r in replies]
+        if why is not None and any(answers):
+            # Not "refused" (False): the store did extend the lease, but a failover may lose the
+            # extension. Transient, so the scheduler does not extend its local lease and renews again.
+            raise not_confirmed(rt.store.describe(), "lease renewal", why)
+        return answers
 
     async def finish(
         self, job: str, slot: int, token: str, status: str, error: str | None = None
@@ -351,14 +405,18 @@ class RedisRunStore(RunStore):
         """:meth:`finish` for each item, in a few script calls; answers in request order."""
         rt = self._rt
         conn = await rt.ready()
-        replies = await run_batched(
+        replies, why = await run_confirmed(
             conn,
+            rt.durability,
             _lua.LEASE_FINISH,
             [f.job for f in finishes],
             lambda i: rt.keys(finishes[i].job)[:1],
             lambda i: (int(finishes[i].slot), finishes[i].token, finishes[i].status),
         )
-        answers = [int(r) == 1 for r in replies]
+        _healed(finishes, replies, rt.store.describe())
+        answers = [int(r) != 0 for r in replies]
+        if why is not None and any(answers):
+            raise not_confirmed(rt.store.describe(), "finish", why)
         rt.finished(
             [(f.job, int(f.slot), f.token) for f, ok in zip(finishes, answers, strict=True) if ok]
         )
@@ -379,10 +437,14 @@ class RedisRunStore(RunStore):
             f = finishes[i]
             return (int(f.slot), f.token, f.status, result_json(writes[i].result))
 
-        replies = await run_batched(
-            conn, _lua.LEASE_FINISH_SAVE, [f.job for f in finishes], keys, args
+        replies, why = await run_confirmed(
+            conn, rt.durability, _lua.LEASE_FINISH_SAVE, [f.job for f in finishes], keys, args
         )
-        return [int(r) == 1 for r in replies]
+        _healed(finishes, replies, rt.store.describe())
+        answers = [int(r) != 0 for r in replies]
+        if why is not None and any(answers):
+            raise not_confirmed(rt.store.describe(), "finish", why)
+        return answers
 
     async def release(self, job: str, slot: int, token: str) -> bool:
         """End ``token``'s lease now (hand-over); on the last attempt mark the run interrupted.
@@ -417,19 +479,21 @@ class RedisRunStore(RunStore):
         rt = self._rt
         state, runs, _results = rt.keys(retry.job)
         conn = await rt.ready()
-        reply = await conn.evalsha(
-            _lua.LEASE_RETRY,
-            (state, runs),
-            (
-                int(retry.slot),
-                retry.token,
-                retry.new_token,
-                retry.instance_id,
-                int(retry.lease_ms),
-                int(retry.max_attempts),
-            ),
+        keys = (state, runs)
+        args = (
+            int(retry.slot),
+            retry.token,
+            retry.new_token,
+            retry.instance_id,
+            int(retry.lease_ms),
+            int(retry.max_attempts),
         )
-        return _outcome(reply)
+        durability = rt.durability
+        if not durability.replicated:
+            return _outcome(await conn.evalsha(_lua.LEASE_RETRY, keys, args))
+        replies, why = await run_waited(conn, durability, _lua.LEASE_RETRY, [(keys, args)])
+        outcome = _outcome(replies[0])
+        return outcome if why is None else _uncertain(outcome)
 
     async def now_ms(self) -> int:
         """The server clock (``TIME``) in ms."""

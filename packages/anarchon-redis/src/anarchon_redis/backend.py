@@ -6,8 +6,12 @@ The connection is a URL, an options mapping or your own asyncio client::
     RedisBackend({"host": "cache", "port": 6379, "db": 1})       # redis.asyncio.Redis(**options)
     RedisBackend(my_client, strategy="stream-id")                # yours: never closed by us
     ValkeyBackend("valkey://cache:6379/0")                       # valkey-py
+    RedisBackend("redis+sentinel://:secret@s1:26379,s2:26379/mymaster/0")  # the primary Sentinel names
+    RedisBackend("redis+cluster://node1:7000,node2:7001")       # a Redis Cluster
+    RedisBackend(url, durability="replicated")                  # claims confirmed on a replica (WAIT)
 
-Backend options also ride in a URL's query (``strategy``, ``prefix`` and the
+Backend options also ride in a URL's query (``strategy``, ``prefix``,
+``durability``, ``durability_replicas``, ``durability_timeout`` and the
 strategy's settings, e.g. ``window_ms``); every other query option goes to the
 driver, which must know it.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -43,8 +48,25 @@ from anarchon_redis._client import (
     is_transient,
     text,
 )
+from anarchon_redis._durability import (
+    DEFAULT_REPLICAS,
+    DEFAULT_TIMEOUT_MS,
+    Durability,
+    check_replication,
+    durability_options,
+    parse_durability,
+)
+from anarchon_redis._durability import parse_info as _info
+from anarchon_redis._durability import parse_version as _version
 from anarchon_redis._runtime import Runtime
 from anarchon_redis._runtimes import build_runtime
+from anarchon_redis._topology import (
+    Target,
+    is_topology_url,
+    open_target,
+    parse_target,
+    second_client,
+)
 from anarchon_redis.strategies import STRATEGIES, Strategy, parse_strategy
 
 __all__ = [
@@ -60,6 +82,8 @@ DEFAULT_PREFIX = "cron:"
 
 MIN_REDIS_VERSION = (5, 0, 0)
 """Streams and effects-replicated scripts (``TIME`` before writes)."""
+
+log = logging.getLogger("anarchon.redis")
 
 _OWN_OPTIONS = ("strategy", "prefix")
 _FORBIDDEN_IN_PREFIX = set("{}") | {chr(c) for c in range(33)} | {"\x7f"}
@@ -77,39 +101,6 @@ def _check_prefix(prefix: Any) -> str:
     return prefix
 
 
-def _version(raw: str) -> tuple[int, ...]:
-    parts = []
-    for piece in raw.strip().split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
-
-
-def _info(reply: Any) -> dict[str, str]:
-    """``INFO`` as a dict (redis-py parses it; a raw client returns the text).
-
-    A cluster client answers per node (``{node: info}``): the first node's is used.
-    """
-    if (
-        isinstance(reply, Mapping)
-        and reply
-        and all(isinstance(v, (Mapping, str, bytes)) for v in reply.values())
-    ):
-        first = next(iter(reply.values()))
-        if isinstance(first, (Mapping, str, bytes)) and not any(
-            text(k) in ("redis_version", "valkey_version") for k in reply
-        ):
-            return _info(first)
-    if isinstance(reply, Mapping):
-        return {text(k): text(v) for k, v in reply.items()}
-    found = {}
-    for line in text(reply).splitlines():
-        key, sep, value = line.partition(":")
-        if sep and not line.startswith("#"):
-            found[key.strip()] = value.strip()
-    return found
-
-
 class RedisBackendBase(Backend):
     """What :class:`RedisBackend` and :class:`ValkeyBackend` share (one driver each)."""
 
@@ -123,11 +114,22 @@ class RedisBackendBase(Backend):
         *,
         strategy: str | Strategy = "lease",
         prefix: str = DEFAULT_PREFIX,
+        durability: str = "fast",
+        durability_replicas: int = DEFAULT_REPLICAS,
+        durability_timeout: int = DEFAULT_TIMEOUT_MS,
     ) -> None:
         if source is None:
             source = self.default_url
         self.prefix = _check_prefix(prefix)
+        self.durability: Durability = parse_durability(
+            durability, durability_replicas, durability_timeout
+        )
         self.strategy: Strategy = parse_strategy(strategy)
+        if self.durability.replicated and not self.strategy.leases:
+            raise UnsupportedError(
+                f"durability='replicated' needs leases; the {self.strategy.name!r} strategy has"
+                " none (use strategy='lease')"
+            )
         if self.strategy.redis_only and self.driver is VALKEY_DRIVER:
             raise UnsupportedError(
                 f"Valkey has no {self.strategy.name!r} strategy; use one of"
@@ -136,11 +138,17 @@ class RedisBackendBase(Backend):
         self.url: str | None = None
         self.options: dict[str, Any] | None = None
         self.client: Any = None
+        self.target: Target | None = None
+        """The Sentinels or cluster nodes of a ``+sentinel``/``+cluster`` URL."""
         if isinstance(source, str):
             self.url = source
             self.shown = redact_url(source)
             self._check_scheme(source)
-            self.driver.check_url(source, self.shown)
+            if is_topology_url(source):
+                self.driver.load()
+                self.target = parse_target(source, self.shown)
+            else:
+                self.driver.check_url(source, self.shown)
         elif isinstance(source, Mapping):
             self.options = dict(source)
             self.driver.check_options(self.options)
@@ -160,6 +168,7 @@ class RedisBackendBase(Backend):
         self.runs: RunStore | None = self._runtime.runs if self.strategy.leases else None
         self._conn: Connection | None = None
         self._init = InitOnce()
+        self._owns_client: tuple[Any, list[Any]] | None = None
         self.server: str | None = None
         """``"redis 7.0.15"`` or ``"valkey 9.1.2"`` once initialised."""
 
@@ -167,8 +176,13 @@ class RedisBackendBase(Backend):
 
     def _check_scheme(self, url: str) -> None:
         scheme = url.partition("://")[0].lower()
+        base, plus, topology = scheme.partition("+")
+        if plus and topology in ("sentinel", "cluster") and base == self.driver.schemes[0]:
+            return  # TLS (rediss+sentinel) is not read from a URL: pass a client for it
         if scheme not in self.driver.schemes:
-            schemes = ", ".join(f"{s}://" for s in self.driver.schemes)
+            schemes = ", ".join(
+                f"{s}://" for s in (*self.driver.schemes, *self.driver.topology_schemes())
+            )
             raise InvalidConfigError(
                 f"{type(self).__name__} takes {schemes} URLs, not {self.shown!r}"
             )
@@ -186,6 +200,7 @@ class RedisBackendBase(Backend):
         query.update({key: str(value) for key, value in options.items()})
         strategy_name = query.pop("strategy", "lease")
         prefix = query.pop("prefix", DEFAULT_PREFIX)
+        durable = durability_options(query)
         settings_class = STRATEGIES.get(strategy_name.strip().lower())
         if settings_class is None:
             known = ", ".join(sorted(STRATEGIES))
@@ -200,9 +215,60 @@ class RedisBackendBase(Backend):
         driver_url = urlunsplit(
             parts._replace(query=urlencode(others, quote_via=quote, safe="/:,"))
         )
-        backend = cls(driver_url, strategy=strategy, prefix=prefix)
+        settings_ = parse_durability(
+            durable.get("durability", "fast"),
+            durable.get("durability_replicas", DEFAULT_REPLICAS),
+            durable.get("durability_timeout", DEFAULT_TIMEOUT_MS),
+            shown,
+        )
+        backend = cls(
+            driver_url,
+            strategy=strategy,
+            prefix=prefix,
+            durability=settings_.mode,
+            durability_replicas=settings_.replicas,
+            durability_timeout=settings_.timeout_ms,
+        )
         backend.shown = redact_url(driver_url)
         return backend
+
+    def clone(self) -> RedisBackendBase | None:
+        """A new, unconnected backend on the same store, for the lease thread.
+
+        Built from the URL or options, or, for a client object, from a new
+        client with that client's settings (a plain client's pool, a
+        Sentinel's ``master_for`` client, a ``RedisCluster``). None for a
+        client it cannot copy (a Valkey GLIDE client, another library's): the
+        scheduler then logs a WARNING that heartbeats share its event loop.
+        """
+        settings: dict[str, Any] = {
+            "strategy": self.strategy,
+            "prefix": self.prefix,
+            "durability": self.durability.mode,
+            "durability_replicas": self.durability.replicas,
+            "durability_timeout": self.durability.timeout_ms,
+        }
+        source: Any
+        if self.url is not None:
+            source = self.url
+        elif self.options is not None:
+            source = self.options
+        else:
+            try:
+                made = second_client(self.client)
+            except Exception as error:  # a client whose settings we misread: no thread
+                log.debug("anarchon: cannot copy %s for the lease thread: %s", self.shown, error)
+                return None
+            if made is None:
+                return None
+            client, extra = made
+            other = type(self)(client, **settings)
+            other._owns_client = (client, extra)
+            other.shown = self.shown
+            return other
+        other = type(self)(source, **settings)
+        other.shown = self.shown
+        return other
 
     # Connection --------------------------------------------------------------
 
@@ -211,12 +277,23 @@ class RedisBackendBase(Backend):
         return f"{self.name} at {self.shown}"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.shown!r}, strategy={self.strategy.describe()!r}, prefix={self.prefix!r})"
+        return (
+            f"{type(self).__name__}({self.shown!r}, strategy={self.strategy.describe()!r},"
+            f" prefix={self.prefix!r}, durability={self.durability.describe()!r})"
+        )
 
     def _open(self) -> Connection:
         where = self.describe()
+        owns = self._owns_client
+        if owns is not None:  # a clone's copy of the user's client: ours to close
+            return Connection(owns[0], owned=True, where=where, also_close=owns[1])
         if self.client is not None:
             return Connection(self.client, owned=False, where=where)
+        if self.target is not None:
+            client, extra = open_target(
+                self.driver.module, self.driver.client_class, self.target, self.driver.defaults()
+            )
+            return Connection(client, owned=True, where=where, also_close=extra)
         if self.url is not None:
             client = self.driver.open_url(self.url)
         else:
@@ -251,6 +328,7 @@ class RedisBackendBase(Backend):
             await self._check_server(conn)
             await conn.load_scripts(self._runtime.scripts)
             await self._check_format(conn)
+            await self._check_replication(conn)
         except BackendUnavailableError as error:
             if conn.owned:
                 await _quietly(conn.close())
@@ -295,6 +373,10 @@ class RedisBackendBase(Backend):
                 f"{self.describe()} runs Redis {raw}; anarchon-redis needs Redis 5.0 or newer"
             )
         await self._runtime.check_server(conn, server, version)
+
+    async def _check_replication(self, conn: Connection) -> None:
+        """Log what the durability setting protects against (``INFO replication``)."""
+        await check_replication(conn, self.durability, self.server or self.name, self.describe())
 
     async def _check_format(self, conn: Connection) -> None:
         """Write the store format marker (``<prefix>format``); refuse a newer format."""
@@ -456,7 +538,13 @@ class RedisBackend(RedisBackendBase):
     checked in :meth:`init`) or ``"script"``, or a settings object
     (:class:`~anarchon_redis.Lease`, :class:`~anarchon_redis.StreamId`,
     :class:`~anarchon_redis.Idmp`, :class:`~anarchon_redis.Script`).
-    ``prefix`` starts every key (default ``"cron:"``).
+    ``prefix`` starts every key (default ``"cron:"``). A URL may also be
+    ``redis+sentinel://[user:pass@]host:port[,host:port]/<service>[/db]``
+    (the primary the Sentinels name; never a replica) or
+    ``redis+cluster://host:port[,host:port]``. ``durability`` is ``"fast"``
+    (default: the primary's answer) or ``"replicated"`` (each batch is
+    followed by ``WAIT durability_replicas durability_timeout`` on its
+    connection; docs/backends/redis.md, "Durability").
     """
 
     name: ClassVar[str] = "redis"
@@ -469,8 +557,18 @@ class RedisBackend(RedisBackendBase):
         *,
         strategy: str | Strategy = "lease",
         prefix: str = DEFAULT_PREFIX,
+        durability: str = "fast",
+        durability_replicas: int = DEFAULT_REPLICAS,
+        durability_timeout: int = DEFAULT_TIMEOUT_MS,
     ) -> None:
-        super().__init__(redis, strategy=strategy, prefix=prefix)
+        super().__init__(
+            redis,
+            strategy=strategy,
+            prefix=prefix,
+            durability=durability,
+            durability_replicas=durability_replicas,
+            durability_timeout=durability_timeout,
+        )
 
 
 class ValkeyBackend(RedisBackendBase):
@@ -493,5 +591,15 @@ class ValkeyBackend(RedisBackendBase):
         *,
         strategy: str | Strategy = "lease",
         prefix: str = DEFAULT_PREFIX,
+        durability: str = "fast",
+        durability_replicas: int = DEFAULT_REPLICAS,
+        durability_timeout: int = DEFAULT_TIMEOUT_MS,
     ) -> None:
-        super().__init__(valkey, strategy=strategy, prefix=prefix)
+        super().__init__(
+            valkey,
+            strategy=strategy,
+            prefix=prefix,
+            durability=durability,
+            durability_replicas=durability_replicas,
+            durability_timeout=durability_timeout,
+        )

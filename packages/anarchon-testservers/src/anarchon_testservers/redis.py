@@ -25,11 +25,15 @@ from anarchon_testservers._net import free_port
 __all__ = [
     "KINDS",
     "Cluster",
+    "SentinelGroup",
     "Server",
     "find_server",
     "free_port",
     "start_cluster",
+    "start_replica",
+    "start_sentinels",
     "start_server",
+    "wait_replicated",
 ]
 
 KINDS = ("redis", "redis86", "valkey")
@@ -139,6 +143,35 @@ class Server:
         self.kill()
         self.start()
 
+    def freeze(self) -> None:
+        """``SIGSTOP`` the server: it keeps its sockets but answers nothing (a hung replica)."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """``SIGCONT`` a frozen server."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+
+    def command(self, *args: str, timeout: float = 5.0) -> str:
+        """One command through ``redis-cli`` (the reply as text), for test set-up."""
+        cli = os.path.join(os.path.dirname(self.binary), "redis-cli")
+        if not os.path.exists(cli):
+            cli = os.path.join(os.path.dirname(cache.redis_server()), "redis-cli")
+        auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
+        done = subprocess.run(
+            [cli, "-h", "127.0.0.1", "-p", str(self.port), *auth, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        return done.stdout.strip()
+
+    def replicate(self, primary: Server) -> None:
+        """Make this server a replica of ``primary`` (``REPLICAOF``)."""
+        self.command("REPLICAOF", "127.0.0.1", str(primary.port))
+
     def stop(self) -> None:
         """Stop the server and delete its files."""
         self.kill()
@@ -197,6 +230,165 @@ def start_server(
             last_error = error
     shutil.rmtree(root, ignore_errors=True)
     raise RuntimeError(f"could not start {kind}-server: {last_error}")
+
+
+def start_replica(primary: Server, *, timeout: float = 20.0) -> Server:
+    """Start a server of ``primary``'s kind replicating it (``--replicaof``); waits until synced."""
+    # A full sync waits 5 s by default for more replicas to share the transfer.
+    primary.command("CONFIG", "SET", "repl-diskless-sync-delay", "0")
+    extra = ["--replicaof", "127.0.0.1", str(primary.port)]
+    if primary.password:
+        extra += ["--masterauth", primary.password]
+    replica = start_server(primary.kind, password=primary.password, extra=extra)
+    try:
+        wait_replicated(primary, timeout)
+    except RuntimeError:
+        replica.stop()
+        raise
+    return replica
+
+
+def wait_replicated(primary: Server, timeout: float = 20.0) -> None:
+    """Wait until a write on ``primary`` is acknowledged by a replica (``WAIT 1``)."""
+    deadline = time.monotonic() + timeout
+    while not _acknowledged(primary):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no replica of port {primary.port} acknowledged within {timeout} s")
+        time.sleep(0.05)
+
+
+def _acknowledged(primary: Server) -> bool:
+    """True once a write on ``primary`` is acknowledged by a replica (``WAIT 1``).
+
+    After a full sync the primary streams to a replica only once it has sent its
+    first acknowledgement (up to a second later): until then ``WAIT`` answers 0.
+    """
+    auth = f"AUTH {primary.password}\r\n" if primary.password else ""
+    try:
+        with socket.create_connection(("127.0.0.1", primary.port), timeout=2) as s:
+            s.sendall(f"{auth}SET anarchon:sync 1\r\nWAIT 1 200\r\n".encode())
+            data = b""
+            deadline = time.monotonic() + 2
+            while data.count(b"\r\n") < (3 if auth else 2) and time.monotonic() < deadline:
+                chunk = s.recv(256)
+                if not chunk:
+                    break
+                data += chunk
+            last = data.rstrip().split(b"\r\n")[-1]
+            return last.startswith(b":") and int(last[1:]) >= 1
+    except OSError:
+        return False
+
+
+@dataclass
+class SentinelGroup:
+    """Sentinels (``redis-server --sentinel``) watching one primary as ``service``."""
+
+    sentinels: list[Server]
+    service: str
+
+    @property
+    def ports(self) -> list[int]:
+        """The Sentinels' ports."""
+        return [s.port for s in self.sentinels]
+
+    def url(self, scheme: str = "redis", db: int = 0, password: str | None = None) -> str:
+        """``redis+sentinel://127.0.0.1:<p1>,127.0.0.1:<p2>,.../<service>/<db>``."""
+        auth = f":{password}@" if password else ""
+        hosts = ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        return f"{scheme}+sentinel://{auth}{hosts}/{self.service}/{db}"
+
+    def primary_port(self) -> int | None:
+        """The port the first answering Sentinel names as the primary now."""
+        for sentinel in self.sentinels:
+            reply = sentinel.command("SENTINEL", "get-master-addr-by-name", self.service).split()
+            if len(reply) == 2 and reply[1].isdigit():
+                return int(reply[1])
+        return None
+
+    def wait_primary(self, not_port: int, timeout: float = 30.0) -> int:
+        """Wait until the Sentinels name a primary other than ``not_port`` (a failover ended)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.primary_port()
+            if found is not None and found != not_port:
+                return found
+            time.sleep(0.05)
+        raise RuntimeError(f"no failover away from port {not_port} within {timeout} s")
+
+    def stop(self) -> None:
+        """Stop every Sentinel and delete its files."""
+        for sentinel in self.sentinels:
+            sentinel.stop()
+
+
+def start_sentinels(
+    primary: Server,
+    *,
+    count: int = 3,
+    service: str = "anarchon",
+    quorum: int = 2,
+    down_after_ms: int = 1000,
+    failover_timeout_ms: int = 3000,
+    wait_peers: bool = True,
+) -> SentinelGroup:
+    """Start ``count`` Sentinels monitoring ``primary`` (short down-after and failover timeouts).
+
+    Each Sentinel gets its own config file (Sentinel rewrites it). With
+    ``wait_peers`` (default) this waits until every Sentinel sees the others
+    (a few seconds: they announce themselves every 2 s), so a failover can
+    reach its quorum; without, it returns once each answers.
+    """
+    binary = find_server(primary.kind)
+    sentinels: list[Server] = []
+    try:
+        for _ in range(count):
+            root = tempfile.mkdtemp(prefix="anarchon-sentinel-")
+            port = free_port()
+            lines = [
+                f"port {port}",
+                "bind 127.0.0.1",
+                f"dir {root}",
+                "protected-mode no",
+                f"sentinel monitor {service} 127.0.0.1 {primary.port} {quorum}",
+                f"sentinel down-after-milliseconds {service} {down_after_ms}",
+                f"sentinel failover-timeout {service} {failover_timeout_ms}",
+                f"sentinel parallel-syncs {service} 1",
+            ]
+            if primary.password:
+                lines.append(f"sentinel auth-pass {service} {primary.password}")
+            conf = os.path.join(root, "sentinel.conf")
+            with open(conf, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            sentinel = Server(primary.kind, binary, port, root, [conf, "--sentinel"])
+            sentinel.start()
+            sentinels.append(sentinel)
+        group = SentinelGroup(sentinels, service)
+        deadline = time.monotonic() + 30
+        while not wait_peers and group.primary_port() != primary.port:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Sentinels did not name the primary within 30 s")
+            time.sleep(0.05)
+        while wait_peers:
+            seen = [s.command("SENTINEL", "master", service).split("\n") for s in sentinels]
+            if all(_field(lines, "num-other-sentinels") == str(count - 1) for lines in seen):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Sentinels did not find each other within 30 s")
+            time.sleep(0.1)
+        return group
+    except BaseException:
+        for sentinel in sentinels:
+            sentinel.stop()
+        raise
+
+
+def _field(lines: list[str], name: str) -> str | None:
+    """The value after ``name`` in a flat ``SENTINEL master`` reply (one item a line)."""
+    for i, line in enumerate(lines[:-1]):
+        if line == name:
+            return lines[i + 1]
+    return None
 
 
 @dataclass

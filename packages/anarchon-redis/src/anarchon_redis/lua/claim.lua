@@ -81,11 +81,9 @@ local function claim(k, slot_s, token, deadline, p)
   local mine = 0
   if r.t == token then mine = 1 end
   if mine == 1 and r.s == 'running' and r.x == 0 then
-    local lease = math.max(r.l, now + p.lease_ms)
-    if lease ~= r.l then
-      r.l = lease
-      put(state, slot_s, r)
-    end
+    -- Written even when unchanged: a WAIT after a retried claim needs a write.
+    r.l = math.max(r.l, now + p.lease_ms)
+    put(state, slot_s, r)
     return {'won', r.a, r.r, r.l, 1}
   end
   if r.s ~= 'running' or mine == 1 then return {'done', r.a, r.r, r.l, mine} end

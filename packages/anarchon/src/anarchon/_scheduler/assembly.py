@@ -305,6 +305,15 @@ def lease_thread(
                 error,
             )
             return None
+    if other is None and backend.runs is not None:
+        log.warning(
+            "anarchon: heartbeats share the scheduler's event loop: this %s cannot open a second"
+            " connection for the lease thread (pass a URL, or a client it can copy); a handler"
+            " that blocks the loop (a sync call in an async def) stops the renewals and loses"
+            " its lease, and another instance may then run the same slot",
+            type(backend).__name__,
+        )
+        return None
     if other is None or other.runs is None:
         return None
     return LeaseThread(
