@@ -11,6 +11,7 @@ raises ``RuntimeError``: the tests fail loudly, they are never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -99,10 +100,8 @@ class PgServer:
             ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
         ).stdout.split()
         for target in [pid, *(int(c) for c in children)]:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(target, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         give_up = time.monotonic() + 10
         while time.monotonic() < give_up:
             try:
@@ -135,10 +134,8 @@ class PgServer:
     @staticmethod
     def thaw(pid: int) -> None:
         """SIGCONT a process frozen by :meth:`freeze_walreceiver`."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
 
     def wait_streaming(self, primary: PgServer, *, synchronous: bool, timeout: float = 30) -> None:
         """Wait until ``primary`` lists this standby as streaming (and ``sync`` if asked)."""
