@@ -1,19 +1,26 @@
 """The ``durability`` setting and the healing finish of the SQL backends (docs/backends/sql.md).
 
 Validation, the start-up refusal of ``replicated`` on a server without a
-synchronous standby, and finishes that find no state (single, batch and
-finish+save, PostgreSQL and SQLite). The failover rounds are in
+synchronous standby, claims whose commit is never confirmed (a server whose
+``synchronous_standby_names`` names a standby that never connects: every
+synchronous commit waits), and finishes that find no state (single, batch
+and finish+save, PostgreSQL and SQLite). The failover rounds are in
 ``test_sql_failover.py`` (scenario tier).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Iterator
 
+import psycopg
 import pytest
-from anarchon.errors import InvalidConfigError
-from anarchon.types import ResultWrite, RunClaim, RunFinish, StoredResult
+from anarchon.errors import BackendUnavailableError, InvalidConfigError
+from anarchon.types import ClaimInput, ResultWrite, RunClaim, RunFinish, StoredResult
 from anarchon_sql import PostgresBackend, SqlBackend, SqliteBackend
+from anarchon_testservers.postgres import PgServer, start_postgres
 
 
 def test_durability_values_are_validated(pg_dsn: str, sqlite_path: str) -> None:
@@ -45,6 +52,86 @@ async def test_replicated_is_refused_without_a_synchronous_standby(
         assert caught.value.code == "ANARCHON_INVALID_CONFIG"
     finally:
         await backend.close()
+
+
+@pytest.fixture(scope="module")
+def waiting_server() -> Iterator[PgServer]:
+    """A server whose synchronous standby never connects: synchronous commits wait for ever."""
+    server = start_postgres()
+    try:
+        server.set_synchronous_standby_names("nobody")
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_an_unconfirmed_claim_is_uncertain(
+    waiting_server: PgServer, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="anarchon.sql")
+    dsn = waiting_server.dsn
+    a = PostgresBackend(dsn, table_prefix=prefix, durability="replicated", call_timeout=1.0)
+    b = PostgresBackend(dsn, table_prefix=prefix)
+    try:
+        await b.init()  # installs the tables: a's start-up only reads them under its short deadline
+        await a.init()
+        assert any("no synchronous standby is streaming" in r.getMessage() for r in caplog.records)
+        now = await a.runs.now_ms()
+        started = time.monotonic()
+        answer = await a.runs.claim(_claim("waits", now, "a"))
+        assert answer.kind == "uncertain", answer
+        assert time.monotonic() - started < 10
+        assert any("not confirmed on the standby" in r.getMessage() for r in caplog.records)
+        # Batches, plain claims and retries are never answered won either.
+        many = await a.runs.claim_many([_claim(f"waits-{i}", now, f"a{i}") for i in range(3)])
+        assert [o.kind for o in many] == ["uncertain"] * 3
+        assert not await a.claim(ClaimInput("waits-plain", now, "p", "a"))
+        # A fast backend's claims do not wait (the test server commits asynchronously).
+        assert (await b.runs.claim(_claim("fast", now, "b"))).won
+        with pytest.raises(BackendUnavailableError):
+            await a.runs.heartbeat("fast", now, "b", 10_000)
+    finally:
+        await asyncio.gather(a.close(), b.close())
+
+
+async def test_a_cancelled_standby_wait_is_not_a_win(waiting_server: PgServer, prefix: str) -> None:
+    """The server cancels the commit's wait (a cancel request): committed locally only.
+
+    The claim statement then returns its row with a WARNING; the backend
+    treats it as in doubt, confirms (waits again, cancelled again) and
+    answers ``uncertain``; the row is on the primary, so another instance's
+    claim is refused there.
+    """
+    dsn = waiting_server.dsn
+    a = PostgresBackend(dsn, table_prefix=prefix, durability="replicated", call_timeout=30)
+    b = PostgresBackend(dsn, table_prefix=prefix)
+    await a.init()
+    await b.init()
+    stop = asyncio.Event()
+
+    async def cancel_waits() -> int:
+        cancelled = 0
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
+            while not stop.is_set():
+                cur = await admin.execute(
+                    "SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+                    " WHERE wait_event = 'SyncRep' AND query LIKE %s",
+                    (f"%{prefix}claim_durable_v1%",),
+                )
+                cancelled += len(await cur.fetchall())
+                await asyncio.sleep(0.05)
+        return cancelled
+
+    canceller = asyncio.ensure_future(cancel_waits())
+    try:
+        now = await a.runs.now_ms()
+        answer = await a.runs.claim(_claim("cancelled", now, "a"))
+        assert answer.kind == "uncertain", answer
+        assert (await b.runs.claim(_claim("cancelled", now, "b"))).kind == "running"
+    finally:
+        stop.set()
+        assert await canceller >= 2
+        await asyncio.gather(a.close(), b.close())
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])

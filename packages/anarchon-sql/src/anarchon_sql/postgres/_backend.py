@@ -329,7 +329,14 @@ class PostgresBackend(SqlBackend):
         await super().init()
 
     def _working_client(self, client: SqlClient) -> SqlClient:
-        """On a server whose default isolation is not READ COMMITTED: transactions set it."""
+        """On a server whose default isolation is not READ COMMITTED: transactions set it.
+
+        Replicated: a psycopg client raises on a commit whose wait for the
+        standby the server cancelled (it is in doubt, and gets confirmed).
+        """
+        inner = client.inner if isinstance(client, ReadCommitted) else client
+        if isinstance(inner, PsycopgClient):
+            inner.confirm_commits = self.durability == "replicated"
         if self.read_committed_default or isinstance(client, ReadCommitted):
             return client
         return ReadCommitted(client)
