@@ -20,6 +20,7 @@ from anarchon.testing.contracts.scenarios import (
     ControlScenarios,
     HealScenarios,
     OneOffScenarios,
+    OutliveStopScenarios,
     StopBoundScenarios,
 )
 from anarchon_nats import NatsBackend
@@ -62,13 +63,19 @@ _NATS = pytest.param("nats", marks=pytest.mark.scenario)
 
 
 class TestNatsScenarios(
-    OneOffScenarios, ControlScenarios, ClaimOnlyFaultScenarios, HealScenarios, StopBoundScenarios
+    OneOffScenarios,
+    ControlScenarios,
+    ClaimOnlyFaultScenarios,
+    OutliveStopScenarios,
+    HealScenarios,
+    StopBoundScenarios,
 ):
     """The shipped scenarios that apply to a claim-only store, on one nats-server."""
 
     one_off_stores = (_NATS,)
     control_stores = (_NATS,)
     claim_only_stores = ("nats",)
+    outlive_claim_only_stores = ("nats",)
     heal_stores = ("nats",)
     stop_bound_stores = ("nats",)
     # the backend forces a reconnect after a few requests in a row time out

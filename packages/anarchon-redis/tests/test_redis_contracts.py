@@ -154,6 +154,7 @@ class TestRedisScenarios(ScenarioContract):
     control_stores = one_off_stores
     takeover_stores = ("lease",)
     handover_stores = ("lease",)
+    outlive_stores = ("lease",)
     sigstop_stores = ("lease",)
     claim_only_stores = ("stream-id",)
     heal_stores = ("redis",)

@@ -32,6 +32,7 @@ from anarchon.testing.contracts.scenarios import (
     HealScenarios,
     LeaseFaultScenarios,
     OneOffScenarios,
+    OutliveStopScenarios,
     RetryKill9Scenarios,
     StopBoundScenarios,
 )
@@ -161,6 +162,7 @@ class TestSqlScenarios(
     RetryKill9Scenarios,
     ControlScenarios,
     LeaseFaultScenarios,
+    OutliveStopScenarios,
     HealScenarios,
     StopBoundScenarios,
     ClockStepScenarios,
@@ -173,6 +175,7 @@ class TestSqlScenarios(
     takeover_stores = ("postgres", "sqlite")
     kill9_after_s: ClassVar[dict[str, float]] = {"sqlite": 4.0}
     handover_stores = ("sqlite", "postgres")
+    outlive_stores = ("postgres", "sqlite")
     sigstop_stores = ("postgres",)
     heal_stores = ("postgres",)
     stop_bound_stores = ("postgres", "sqlite")

@@ -3,7 +3,8 @@
 Three OS processes share a store; the runner's async handler blocks the event
 loop 8 s with a 3 s lease: one live run, and a loop-stall warning. (The
 blocking *sync* handler at ``stop()`` is the shipped scenario
-``anarchon.testing.scenarios.faults.blocking_handler_at_stop``, run in test_sql_faults.py.)
+``anarchon.testing.scenarios.faults.blocking_handler_at_stop``, run on every store by
+``OutliveStopScenarios``.)
 """
 
 from __future__ import annotations

@@ -67,10 +67,42 @@ def test_the_fence_refuses_a_stale_commit_and_the_log_counts_one_that_slipped(
         assert not fenced_effects.commit(conn, "job:1", 1, "w0")  # refused: attempt 2 began
         assert fenced_effects.commit(conn, "job:1", 2, "w1")
         # A write that bypassed the fence (what an unfenced handler does) is counted as stale.
-        conn.execute("INSERT INTO log VALUES ('commit', 'job:1', 1, 'w0', 99999999999999)")
+        conn.execute("INSERT INTO log VALUES ('commit', 'job:1', 1, 'w0', 99999999999999, '')")
     finally:
         conn.close()
     report = _report(tmp_path, [], [], path)
     assert report.fenced_commits_by_stale == ["job:1#1"]
     kinds = [(e.kind, e.fence) for e in fenced_effects.read_log(path)]
     assert kinds == [("register", 1), ("register", 2), ("commit", 2), ("commit", 1)]
+
+
+def test_the_fence_refuses_the_same_attempt_with_another_token(tmp_path: Path) -> None:
+    """A lossy failover hands the slot out again as attempt 1: the token tells them apart."""
+    path = tmp_path / "effects.db"
+    conn = fenced_effects.connect(path)
+    try:
+        assert fenced_effects.register(conn, "job:1", (1, "token-a"), "w0")
+        assert fenced_effects.register(conn, "job:1", (1, "token-a"), "w0")  # re-presented
+        # The store lost a's claim; b won the slot again, also as attempt 1.
+        assert not fenced_effects.register(conn, "job:1", (1, "token-b"), "w1")
+        assert not fenced_effects.commit(conn, "job:1", (1, "token-b"), "w1")
+        assert fenced_effects.commit(conn, "job:1", (1, "token-a"), "w0")
+        # A later attempt still supersedes both.
+        assert fenced_effects.register(conn, "job:1", (2, "token-c"), "w1")
+        assert not fenced_effects.commit(conn, "job:1", (1, "token-a"), "w0")
+        # On another slot, a commit by b that bypassed the fence after a registered is stale.
+        assert fenced_effects.register(conn, "job:2", (1, "token-a"), "w0")
+        conn.execute(
+            "INSERT INTO log VALUES ('commit', 'job:2', 1, 'w1', 99999999999999, 'token-b')"
+        )
+    finally:
+        conn.close()
+    report = _report(tmp_path, [], [], path)
+    assert report.fenced_commits_by_stale == ["job:2#1"]
+    effects = fenced_effects.read_log(path)
+    assert [(e.kind, e.fence, e.token) for e in effects if e.run_id == "job:1"] == [
+        ("register", 1, "token-a"),
+        ("register", 1, "token-a"),
+        ("commit", 1, "token-a"),
+        ("register", 2, "token-c"),
+    ]

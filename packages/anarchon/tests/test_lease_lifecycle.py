@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from anarchon import MemoryBackend, RunContext, Scheduler
+from anarchon import MemoryBackend, Retry, RunContext, Scheduler
 from anarchon._scheduler.leases import safety_margin_ms
 from anarchon.backend.memory import MemoryRunStore
 from anarchon.context import CancelSignal
@@ -62,6 +62,31 @@ async def test_fencing_token_and_still_owner_while_running() -> None:
     async with scheduler:
         await _until(lambda: len(seen) == 2)
     assert seen == [(1, True, False), (1, True, False)]
+
+
+async def test_fencing_key_is_the_attempt_and_the_token_that_holds_the_lease() -> None:
+    """``ctx.fencing_key`` is ``(attempt, token)``; the store's lease is held by that token."""
+    backend = MemoryBackend()
+    store = backend.runs
+    assert store is not None
+    keys: list[tuple[tuple[int, str], str | None]] = []
+
+    async def handler(ctx: RunContext) -> None:
+        holder = [a.token for a in await store.active(ctx.job) if a.slot == ctx.slot]
+        keys.append((ctx.fencing_key, holder[0] if holder else None))
+        if ctx.attempt == 1:
+            raise ConnectionError("the next attempt gets a token of its own")
+
+    scheduler = Scheduler(backend, instance_id="a", **FAST)
+    scheduler.every(
+        "job", "1h", handler, jitter=0, max_late="2h", retry=Retry(attempts=2, backoff=0)
+    )
+    async with scheduler:
+        await _until(lambda: len(keys) == 2)
+    (first, held_first), (second, held_second) = keys
+    assert (first[0], second[0]) == (1, 2)
+    assert first[1] != second[1]
+    assert (held_first, held_second) == (first[1], second[1])
 
 
 async def test_still_owner_is_false_once_another_attempt_owns_the_run() -> None:
@@ -174,6 +199,51 @@ async def test_async_handler_swallowing_cancellation_keeps_its_lease_at_stop(
     history = await b.history("job")
     assert [(r.attempt, r.instance_id, r.status) for r in history] == [(1, "a", "ok")]
     assert any("still runs after stop() cancelled it" in r.message for r in caplog.records)
+
+
+async def test_a_sync_handler_outliving_stop_keeps_its_lease_until_it_returns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``stop()`` returns; the lease thread renews the lease, then finishes the run."""
+    backend = MemoryBackend()
+    intervals: list[tuple[str, int, float, float]] = []
+    release, started = threading.Event(), threading.Event()
+
+    def handler(ctx: RunContext) -> None:
+        start = time.monotonic()
+        started.set()
+        release.wait(10)  # ignores ctx.cancelled: nothing can stop this thread
+        intervals.append((ctx.instance_id, ctx.attempt, start, time.monotonic()))
+
+    a = Scheduler(backend, instance_id="a", stop_grace="200ms", **FAST)
+    b = Scheduler(backend, instance_id="b", **FAST)
+    for s in (a, b):
+        s.every("job", "1h", handler, jitter=0, max_late="2h", max_attempts=3)
+    caplog.set_level(logging.WARNING, logger="anarchon")
+    await a.start()
+    await _until(started.is_set)
+    async with b:
+        await asyncio.sleep(0.2)
+        t0 = time.monotonic()
+        await a.stop()  # 200 ms grace, cancelled, 200 ms more: then it returns
+        assert time.monotonic() - t0 < 2.0
+        await asyncio.sleep(2.0)  # more than three leases: b takes over a lease not renewed
+        assert not intervals, intervals  # still running, and b has not started it
+        active = await backend.runs.active("job") if backend.runs else []
+        assert [(r.runner, r.live) for r in active] == [("a", True)]
+        release.set()
+        await _until(lambda: len(intervals) == 1)
+        await _until(lambda: not waiters(), timeout=5)
+        await asyncio.sleep(1.0)  # a released run would be taken over within a heartbeat
+    assert [i[:2] for i in intervals] == [("a", 1)], intervals
+    history = await b.history("job")
+    assert [(r.attempt, r.instance_id, r.status) for r in history] == [(1, "a", "ok")]
+    assert any("the lease thread renews its lease" in r.message for r in caplog.records)
+
+
+def waiters() -> list[threading.Thread]:
+    """The non-daemon threads that keep the interpreter up for runs that outlived stop()."""
+    return [t for t in threading.enumerate() if t.name == "anarchon-lease-keeper-wait"]
 
 
 class _SlowBeats(MemoryRunStore):

@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 import pytest
+from anarchon.backend.durability import check_durability
 from anarchon.backend.memory import MemoryBackend, MemoryRunStore
 from anarchon.errors import InvalidConfigError
 from anarchon.types import PLAIN_CLAIM_LEASE_MS, ClaimInput, JobLimits, RunClaim, StoredResult
@@ -335,3 +336,19 @@ def test_claim_only_memory_backend() -> None:
     assert not run(backend.claim(ClaimInput("j", START, "b", "web-2")))
     (record,) = run(backend.history("j", 10))
     assert (record.instance_id, record.status) == ("web-1", "running")
+
+
+def test_memory_accepts_fast_durability_only() -> None:
+    """One process has no replica: ``replicated`` and unknown values are coded config errors."""
+    assert MemoryBackend(durability="fast").runs is not None
+    assert MemoryBackend.from_url("memory://?durability=fast").runs is not None
+    with pytest.raises(InvalidConfigError, match="no replica") as caught:
+        MemoryBackend(durability="replicated")
+    assert caught.value.code == "ANARCHON_INVALID_CONFIG"
+    with pytest.raises(InvalidConfigError, match="no replica"):
+        MemoryBackend.from_url("memory://?durability=replicated")
+    with pytest.raises(InvalidConfigError, match=r"one of 'fast', 'replicated', got 'strong'"):
+        MemoryBackend.from_url("memory://", durability="strong")
+    with pytest.raises(InvalidConfigError, match="takes one option"):
+        MemoryBackend.from_url("memory://?pool=3")
+    assert check_durability("replicated") == "replicated"

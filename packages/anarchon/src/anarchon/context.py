@@ -127,6 +127,7 @@ class RunContext:
     instance_id: str
     attempt: int
     token: str
+    """The claim token of this attempt: unique per attempt, part of :attr:`fencing_key`."""
     manual: bool = False
     cancelled: CancelSignal = field(default_factory=CancelSignal)
     owner_check: OwnerCheck | None = field(default=None, repr=False, compare=False)
@@ -143,12 +144,24 @@ class RunContext:
         """A number that strictly increases with each attempt of this slot (docs/leases.md, "Fencing").
 
         It is the attempt number the store gave this run: 1 for the first
-        attempt, 2 for the backup that took over, and so on. Key a guarded
-        write on ``(ctx.run_id, ctx.fencing_token)``: a write carrying a lower
-        token than the one already stored comes from an attempt that has been
-        replaced and must be refused.
+        attempt, 2 for the backup that took over, and so on. A failover that
+        loses a claim can hand the slot out again as attempt 1: guard writes
+        with :attr:`fencing_key`, which tells those two attempts apart.
         """
         return self.attempt
+
+    @property
+    def fencing_key(self) -> tuple[int, str]:
+        """``(attempt, claim token)``: what a fenced write presents (docs/leases.md, "Fencing").
+
+        Store both with the side effect, keyed by :attr:`run_id`. A write is
+        refused when the stored attempt is higher, and also when it is the
+        same attempt with another token: after a failover that lost the
+        first claim, a second instance can win the slot again as attempt 1,
+        with a token of its own. The token is unique per attempt (a retry or
+        a takeover gets a new one).
+        """
+        return (self.attempt, self.token)
 
     async def still_owner(self) -> bool:
         """Ask the store whether this attempt still holds the lease of its run.
@@ -197,5 +210,11 @@ class RunContext:
 
     @property
     def run_id(self) -> str:
-        """``"<job>:<slot>"``: stable across attempts, for the user's idempotency keys."""
+        """``"<job>:<slot>"``: the idempotency key of the run's side effects.
+
+        The same for every attempt of the slot, on every instance, and after
+        a failover: a side effect keyed on it (an upsert, a message id, a
+        unique constraint) happens once however often the slot runs
+        (docs/durability.md, "Side effects").
+        """
         return f"{self.job}:{self.slot}"

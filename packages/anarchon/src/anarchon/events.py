@@ -103,7 +103,7 @@ class Event:
     error: str | None = None
     """``run_finished`` with status error: ``Type: message``; store events: the store error."""
     reason: str | None = None
-    """``skipped``: overlap, late, paused or skip_next; ``lease_lost``: why."""
+    """``skipped``: overlap, late, paused, skip_next or claim_not_durable; ``lease_lost``: why."""
     lateness_ms: int | None = None
     """``run_started``: start minus slot (ms)."""
     claim_latency_ms: float | None = None

@@ -10,7 +10,7 @@ errors (docs/concepts.md, "Job options").
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from anarchon.durations import Duration
 from anarchon.retry import Retry
@@ -41,3 +41,6 @@ class JobOptions(TypedDict, total=False):
     """False: registered, but never scheduled (default True)."""
     retry: Retry | None
     """Run the handler again after an error (docs/retries.md; default: never)."""
+    if_uncertain: Literal["skip", "run"]
+    """Lease backends: a claim the store won but could not confirm durable is skipped
+    (``"skip"``, the default) or run anyway (``"run"``) (docs/durability.md)."""

@@ -32,10 +32,11 @@ DEFAULTS: Mapping[str, Any] = {
     "catch_up": 0,
     "enabled": True,
     "retry": None,
+    "if_uncertain": "skip",
 }
 """Job option defaults (durations in ms)."""
 
-LEASE_OPTIONS = frozenset({"overlap", "max_attempts", "catch_up"})
+LEASE_OPTIONS = frozenset({"overlap", "max_attempts", "catch_up", "if_uncertain"})
 """Options that only lease backends honour; passing them elsewhere is refused."""
 
 _BAD_NAME = re.compile(r"[\s{}|\x00-\x1f\x7f-\x9f]")
@@ -83,6 +84,9 @@ class Job:
     retry: Retry | None = None
     once: bool = False
     """True for a one-off run (``Scheduler.at``): the job has one slot."""
+    if_uncertain: str = "skip"
+    """``"skip"``: a claim not confirmed durable skips the slot (``claim_not_durable``);
+    ``"run"``: the slot runs anyway (docs/durability.md, "Uncertain claims")."""
 
     @property
     def attempt_budget(self) -> int:
@@ -129,6 +133,19 @@ def _bool(options: Mapping[str, Any], key: str) -> bool:
     value = options.get(key, DEFAULTS[key])
     if not isinstance(value, bool):
         raise InvalidJobError(f"option {key} must be True or False, got {value!r}")
+    return value
+
+
+_IF_UNCERTAIN = ("skip", "run")
+"""The values of the ``if_uncertain`` option."""
+
+
+def _if_uncertain(options: Mapping[str, Any], name: str) -> str:
+    value = options.get("if_uncertain", DEFAULTS["if_uncertain"])
+    if not isinstance(value, str) or value not in _IF_UNCERTAIN:
+        raise InvalidJobError(
+            f"option if_uncertain of job {name!r} must be 'skip' or 'run', got {value!r}"
+        )
     return value
 
 
@@ -188,6 +205,7 @@ def build_job(
         explicit=frozenset(options),
         retry=retry,
         once=once,
+        if_uncertain=_if_uncertain(options, name),
     )
 
 

@@ -407,8 +407,10 @@ class Scheduler(JobDeclarations):
         keeps its lease: a warning names it and ``stop()`` waits up to
         ``stop_grace`` more, renewing its lease, then finishes it with its
         result once it returns normally (it did its work), or hands it over if
-        it raised. If it still lives then, ``stop()`` returns without releasing
-        its lease, which expires one lease after its last renewal.
+        it raised. If a sync handler's thread still lives then, ``stop()``
+        returns and the lease thread keeps renewing its lease until the thread
+        returns, then stores its end: a backup never starts beside a live
+        handler. Without a lease thread ``stop()`` waits for such a handler.
         """
         if not self._started:
             manual = self._parts

@@ -36,8 +36,13 @@ __all__ = [
 RunStatus = Literal["running", "ok", "error", "timeout", "cancelled", "interrupted", "skipped"]
 """How a run ended (``running`` while it has no result)."""
 
-OutcomeKind = Literal["won", "running", "done", "overlap", "none", "late", "early"]
-"""The kinds of :class:`ClaimOutcome` this version knows; backends may return others (treated as ``done``)."""
+OutcomeKind = Literal["won", "uncertain", "running", "done", "overlap", "none", "late", "early"]
+"""The kinds of :class:`ClaimOutcome` this version knows; backends may return others (treated as ``done``).
+
+``uncertain``: the claim won on the store, but a ``durability="replicated"``
+store could not confirm it reached the replicas; the caller holds the lease
+as for ``won`` (docs/durability.md, "Uncertain claims").
+"""
 
 
 LeaseState = Literal["held", "other", "ended", "gone", "unknown"]
@@ -230,8 +235,13 @@ class ClaimOutcome:
 
     @property
     def won(self) -> bool:
-        """True when the caller now runs the slot."""
+        """True when the caller now runs the slot (a confirmed claim: ``uncertain`` is not ``won``)."""
         return self.kind == "won"
+
+    @property
+    def holds_lease(self) -> bool:
+        """True when the caller now holds the lease: ``won``, or ``uncertain`` (not confirmed durable)."""
+        return self.kind in ("won", "uncertain")
 
 
 @dataclass(frozen=True)

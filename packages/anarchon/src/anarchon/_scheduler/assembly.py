@@ -19,6 +19,7 @@ from typing import Any
 
 from anarchon._scheduler.claims import ClaimBatcher
 from anarchon._scheduler.executor import RunExecutor
+from anarchon._scheduler.finish_resend import RecentFinishes
 from anarchon._scheduler.fleet_sync import FleetSync
 from anarchon._scheduler.lease_thread import LeaseThread
 from anarchon._scheduler.leases import LeaseKeeper, safety_margin_ms
@@ -156,6 +157,9 @@ def build_parts(
         log=log,
         on_stored=executor.ended,
         busy=executor.launching,
+        recent=None
+        if runs is None
+        else recent_finishes(batches, policy, clock, tasks, log, lease_ms),
     )
     keeper: LeaseKeeper | None = None
     claims: ClaimBatcher
@@ -250,9 +254,26 @@ def build_parts(
         fleet.on_controls = catch_up.check
         wakeups.watch = lambda: catch_up.watching
     claims.events = executor.events = results.events = wakeups.events = events
+    retries.events = events
     if keeper is not None:
         keeper.events = events
     return Parts(policy, claims, executor, results, keeper, wakeups, fleet)
+
+
+def recent_finishes(
+    batches: StoreBatches,
+    policy: StorePolicy,
+    clock: Clock,
+    tasks: TaskSet,
+    log: logging.Logger,
+    lease_ms: int,
+) -> RecentFinishes:
+    """The finishes of the last lease, re-sent when the store answers again after an outage."""
+    recent = RecentFinishes(
+        lease_s=lease_ms / 1000, batches=batches, policy=policy, clock=clock, tasks=tasks, log=log
+    )
+    policy.on_recovered = recent.recovered
+    return recent
 
 
 def lease_thread(

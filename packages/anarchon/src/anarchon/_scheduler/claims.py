@@ -156,7 +156,8 @@ class ClaimBatcher:
         early = 0
         for run, outcome in zip(runs, outcomes):  # noqa: B905 - lengths checked above
             kind = outcome.kind
-            if kind == "won":
+            if kind == "won" or kind == "uncertain":  # uncertain: held, not confirmed durable
+                run.uncertain = kind == "uncertain"
                 if self.stopping:  # won while stopping: handed over at once (released)
                     run.attempt = outcome.attempt
                     released.append(run)

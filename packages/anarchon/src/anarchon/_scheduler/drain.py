@@ -10,7 +10,9 @@ import asyncio
 import logging
 
 from anarchon._scheduler.assembly import Parts
-from anarchon._scheduler.run_state import Ending, Phase
+from anarchon._scheduler.lease_thread import LeaseThread
+from anarchon._scheduler.outlived import OutlivedRun
+from anarchon._scheduler.run_state import Ending, Phase, Run
 from anarchon._scheduler.tasks import TaskSet
 from anarchon.backend.base import Backend
 
@@ -81,7 +83,14 @@ async def _wait_for_live_handlers(
     call_s: float,
     lease_ms: int,
 ) -> None:
-    """The last wait: handlers that outlive their cancellation keep their lease."""
+    """The last wait: handlers that outlive their cancellation keep their lease.
+
+    After ``wait_s`` more, a sync handler's thread that still lives goes to
+    the lease thread, which renews its lease until the thread returns and then
+    stores its end (:mod:`anarchon._scheduler.outlived`). Without a lease
+    thread, ``stop()`` goes on waiting for it here, renewing its lease from
+    this loop: a lease is never given up while its handler lives.
+    """
     loop = asyncio.get_running_loop()
     for run in parts.executor.alive():
         log.warning(
@@ -96,19 +105,73 @@ async def _wait_for_live_handlers(
     while parts.executor.alive() and loop.time() < end:
         await drain(tasks, parts, min(end, loop.time() + 0.05))
     left = parts.executor.alive()
+    if not left:
+        await drain(tasks, parts, loop.time() + call_s)
+        return
+    keeper = parts.keeper
+    thread = keeper.thread if keeper is not None else None
+    adopted: set[tuple[str, int]] = set()
+    if thread is not None and thread.alive():
+        adopted = _to_lease_thread(thread, left, log)
+    elif keeper is not None:
+        leased = [run for run in left if run.leased]
+        for run in leased:
+            log.warning(
+                "anarchon: %s slot %d attempt %d still runs; with no lease thread (a backend"
+                " object that cannot be cloned), stop() waits for its handler, renewing its lease",
+                run.job.name,
+                run.slot,
+                run.attempt,
+            )
+        while any(run.task is not None and not run.task.done() for run in leased):
+            await drain(tasks, parts, loop.time() + 0.25)
+        left = parts.executor.alive()
     for run in left:
-        log.error(
-            "anarchon: %s slot %d attempt %d still runs; stop() returns without releasing"
-            " its lease, which expires %d ms after its last renewal",
-            run.job.name,
-            run.slot,
-            run.attempt,
-            lease_ms,
-        )
+        if run.leased and run.key not in adopted:
+            log.error(
+                "anarchon: %s slot %d attempt %d still runs; stop() returns without releasing"
+                " its lease, which expires %d ms after its last renewal",
+                run.job.name,
+                run.slot,
+                run.attempt,
+                lease_ms,
+            )
         run.abandoned = True
         if run.task is not None:
             run.task.cancel()
     await drain(tasks, parts, loop.time() + call_s)
+
+
+def _to_lease_thread(
+    thread: LeaseThread, runs: list[Run], log: logging.Logger
+) -> set[tuple[str, int]]:
+    """Leave the live sync handlers' runs to the lease thread; the keys of those it took."""
+    outlived: list[OutlivedRun] = []
+    for run in runs:
+        handler = run.handler_thread
+        ctx = run.ctx
+        if handler is None or ctx is None or not run.leased:
+            continue
+        outlived.append(
+            OutlivedRun(
+                job=run.job,
+                slot=run.slot,
+                token=run.token,
+                attempt=run.attempt,
+                instance_id=ctx.instance_id,
+                thread=handler,
+                lease_until=run.lease_until,
+            )
+        )
+        log.warning(
+            "anarchon: %s slot %d attempt %d still runs; stop() returns and the lease thread"
+            " renews its lease until the handler returns, then finishes it",
+            run.job.name,
+            run.slot,
+            run.attempt,
+        )
+    thread.adopt(outlived)
+    return {(run.job.name, run.slot) for run in outlived}
 
 
 async def close_within(backend: Backend, log: logging.Logger, seconds: float) -> None:

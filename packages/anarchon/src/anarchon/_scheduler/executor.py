@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from anarchon._scheduler.resume_catch_up import log_catch_up
-from anarchon._scheduler.run_state import Ending, Phase, Run
+from anarchon._scheduler.run_state import CLAIM_NOT_DURABLE, Ending, HandlerThread, Phase, Run
 from anarchon._scheduler.tasks import TaskSet
 from anarchon.context import OwnerCheck, RunContext
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
@@ -115,12 +115,29 @@ class RunExecutor:
     def _launch(self, run: Run) -> None:
         job = run.job
         reason = self.skip_check(job.name, run.slot) if self.skip_check is not None else None
+        if reason is None and run.uncertain:
+            reason = self._uncertain(run)
         if reason is None:
             if run.catch_up_of is not None:
                 log_catch_up(self.log, run, self.instance_id)
             self._started(run, run.attempt)
         # A plain task (no name, no tracking wrapper): the run itself is tracked in ``active``.
         run.task = asyncio.get_running_loop().create_task(self._execute(run, reason))
+
+    def _uncertain(self, run: Run) -> str | None:
+        """A claim not confirmed durable: the skip reason (``if_uncertain="skip"``), or None to run it."""
+        job = run.job
+        zone = job_zone(job)
+        if job.if_uncertain == "run":
+            self.log.warning(
+                "anarchon: %s slot %s: the store could not confirm the claim durable;"
+                " running it anyway (if_uncertain='run'): a failover now may run it twice",
+                job.name,
+                slot_iso(run.slot, zone),
+                extra=log_extra(job.name, run.slot, run.attempt, self.instance_id, zone),
+            )
+            return None
+        return CLAIM_NOT_DURABLE
 
     def _wait(self, run: Run) -> None:
         """Hold a run claimed ahead until its fire time: one timer per fire time, no task yet."""
@@ -223,13 +240,15 @@ class RunExecutor:
         }
 
     async def _execute(self, run: Run, reason: str | None) -> None:
-        """Run the handler; ``reason``: the fleet-wide control's reason to skip the slot instead."""
+        """Run the handler; ``reason``: why the slot is skipped instead (a fleet-wide control,
+        or a claim not confirmed durable)."""
         if reason is not None:  # the winner records the skip, so it is recorded once
             run.skip_reason = reason
             now = self.now_ms()
             job = run.job
             zone = job_zone(job)
-            self.log.info(
+            self.log.log(
+                logging.WARNING if reason == CLAIM_NOT_DURABLE else logging.INFO,
                 "anarchon: %s slot %s skipped (%s)",
                 job.name,
                 slot_iso(run.slot, zone),
@@ -293,11 +312,14 @@ class RunExecutor:
             if job.is_async:
                 await job.handler(ctx)  # type: ignore[misc]
             else:
-                call = functools.partial(contextvars.copy_context().run, job.handler, ctx)
+                thread = run.handler_thread = HandlerThread(started)
+                call = functools.partial(
+                    thread.call, contextvars.copy_context().run, job.handler, ctx
+                )
                 await _outlive(run, loop.run_in_executor(None, call))
         except asyncio.CancelledError:
-            if not ctx.cancelled.is_set():
-                raise
+            if not ctx.cancelled.is_set() or run.abandoned:
+                raise  # torn down, or left to the lease thread by stop(): no outcome here
             task = asyncio.current_task()
             if task is not None and sys.version_info >= (3, 11):
                 task.uncancel()
@@ -348,9 +370,11 @@ async def _outlive(run: Run, thread: asyncio.Future[Any]) -> None:
     ``RUNNING`` (its lease renewed) until the thread returns, so no backup
     starts beside it (docs/leases.md, "A lease lives as long as its handler").
     Only a cancellation without ``ctx.cancelled`` (the task is being torn
-    down) or a run ``abandoned`` by ``stop()`` stops the wait; the thread's
-    lease then expires, it is never released. A thread that returns normally
-    after a cancellation completed its run: the run ends with its result.
+    down) or a run ``abandoned`` by ``stop()`` stops the wait: ``stop()`` has
+    then handed the run to the lease thread, which renews its lease until the
+    thread returns and then finishes it; its lease is never released while
+    the thread lives. A thread that returns normally after a cancellation
+    completed its run: the run ends with its result.
     """
     ctx = run.ctx
     assert ctx is not None

@@ -7,6 +7,10 @@ expires and a backup starts beside the blocked handler. The
 of its own, with its own loop and its own backend (``Backend.clone()``, or a
 second backend built from the same URL), so a blocked loop cannot lose them.
 
+After ``stop()`` it keeps running while runs whose sync handler outlived
+``stop()`` (:mod:`anarchon._scheduler.outlived`) still need it: it renews
+their leases until their threads return, then stores their ends.
+
 It also watches the scheduler's loop: a loop that has not ticked for longer
 than one heartbeat interval is a stall, logged once, as a stall, with the run
 that was executing on it; its end is logged too.
@@ -25,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from anarchon._scheduler.outlived import OutlivedRun, end_outlived
 from anarchon._scheduler.run_state import Run
 from anarchon._scheduler.store_retry import CallTimeoutError, describe_error
 from anarchon.backend.base import Backend
@@ -71,6 +76,9 @@ class LeaseThread:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._stalled_since: float | None = None
+        self._outlived: list[OutlivedRun] = []
+        """Runs left here by ``stop()`` (appended on the scheduler's loop, read here)."""
+        self._outlived_lock = threading.Lock()
 
     # On the scheduler's loop ------------------------------------------------
 
@@ -89,18 +97,42 @@ class LeaseThread:
         if loop is not None and not self._stop.is_set():
             self._tick_handle = loop.call_later(min(self.interval_s / 4, 0.25), self._tick)
 
+    def alive(self) -> bool:
+        """True while the thread runs (it can take runs that outlive ``stop()``)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._stop.is_set()
+
+    def adopt(self, runs: Sequence[OutlivedRun]) -> None:
+        """Keep renewing ``runs`` after ``stop()`` until their threads return, then end them."""
+        with self._outlived_lock:
+            self._outlived.extend(runs)
+
     async def stop(self, join_s: float) -> None:
-        """Stop renewing (the leases still held then expire); wait up to ``join_s`` for the thread.
+        """Stop renewing the scheduler's runs; wait up to ``join_s`` for the thread.
 
         A thread stuck in a store call that does not return is left behind
-        (it is a daemon thread and renews nothing more once it returns).
+        (it is a daemon thread and renews nothing more once it returns). With
+        runs that outlived ``stop()`` the thread goes on until they end, and a
+        non-daemon thread waits for it, so the interpreter does not exit before
+        their ends are stored.
         """
         self._stop.set()
         if self._tick_handle is not None:
             self._tick_handle.cancel()
         thread = self._thread
-        if thread is not None:
-            await asyncio.to_thread(thread.join, join_s)
+        if thread is None:
+            return
+        if self._pending_outlived():
+            threading.Thread(
+                target=thread.join, name="anarchon-lease-keeper-wait", daemon=False
+            ).start()
+            return
+        await asyncio.to_thread(thread.join, join_s)
+
+    def _pending_outlived(self) -> list[OutlivedRun]:
+        with self._outlived_lock:
+            self._outlived = [run for run in self._outlived if not run.done]
+            return list(self._outlived)
 
     # In the thread ------------------------------------------------------------
 
@@ -112,13 +144,17 @@ class LeaseThread:
             if self.owns_backend:
                 await self.backend.init()
             next_beat = time.monotonic()
-            while not self._stop.is_set():
+            while not self._stop.is_set() or self._pending_outlived():
                 now = time.monotonic()
-                self._watch_loop(now)
+                if not self._stop.is_set():
+                    self._watch_loop(now)
+                await self._end_outlived()
                 if now >= next_beat:
                     held = [r for r in self._held(now) if r.needs_renewal(now, self.interval_s)]
                     next_beat = now + self.interval_s
                     if held and not await self._beat(held):
+                        next_beat = time.monotonic() + self.interval_s / 4
+                    if not await self._beat_outlived(now):
                         next_beat = time.monotonic() + self.interval_s / 4
                 await asyncio.sleep(max(0.001, min(_POLL_S, next_beat - time.monotonic())))
         except Exception as error:  # never silently: heartbeats fall back to nothing
@@ -135,6 +171,8 @@ class LeaseThread:
                     self.log.debug("anarchon: closing the lease keeper's backend: %s", error)
 
     def _held(self, now: float) -> list[Run]:
+        if self._stop.is_set():
+            return []  # stop() ended the scheduler's runs; outlived ones are renewed apart
         for _ in range(3):
             try:
                 runs = list(self.active.values())
@@ -176,6 +214,49 @@ class LeaseThread:
                 refused.append(run)
         if refused:
             self._post(self.on_refused, refused)
+        return True
+
+    async def _end_outlived(self) -> None:
+        """Store the ends of outlived runs whose threads returned."""
+        for run in self._pending_outlived():
+            if run.thread.ended.is_set():
+                await end_outlived(self.backend, run, self.call_timeout_s, self.log)
+
+    async def _beat_outlived(self, now: float) -> bool:
+        """Renew the leases of outlived runs still running; False after a transient error."""
+        due = [
+            run
+            for run in self._pending_outlived()
+            if not run.thread.ended.is_set() and run.lease_until - now <= 2 * self.interval_s
+        ]
+        if not due:
+            return True
+        store = self.backend.runs
+        assert store is not None
+        sent = time.monotonic()
+        try:
+            answers = await asyncio.wait_for(
+                store.heartbeat_many([run.key for run in due], self.lease_ms), self.call_timeout_s
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.log.warning(
+                "anarchon: renewing %d lease(s) of runs that outlived stop() failed: %s",
+                len(due),
+                describe_error(error),
+            )
+            return False
+        for run, ok in zip(due, answers):  # noqa: B905 - a short answer renews fewer
+            if ok:
+                run.lease_until = sent + self.local_lease_s
+            else:
+                self.log.warning(
+                    "anarchon: %s outlived stop() and lost its lease: another instance may run it",
+                    run.describe(),
+                    extra=run.extra(),
+                )
+                run.done = True
         return True
 
     def _watch_loop(self, now: float) -> None:

@@ -14,8 +14,9 @@ import logging
 from collections.abc import Callable, Sequence
 
 from anarchon._scheduler.executor import Outcome
+from anarchon._scheduler.finish_resend import RecentFinishes
 from anarchon._scheduler.releases import release_runs
-from anarchon._scheduler.run_state import Ending, Run
+from anarchon._scheduler.run_state import CLAIM_NOT_DURABLE, Ending, Run
 from anarchon._scheduler.store_batches import StoreBatches, chunks
 from anarchon._scheduler.store_retry import GAVE_UP, StorePolicy, describe_error
 from anarchon._scheduler.tasks import TaskSet
@@ -31,6 +32,11 @@ FINISH_WINDOW_S = 0.003
 
 FINISH_RETRY_S = 60.0
 """How long a finish is retried through a store outage (at least the lease): docs/leases.md."""
+
+
+def _run_reason(run: Run) -> str | None:
+    """The reason a run's own record carries: ``claim_not_durable`` for one run on an uncertain claim."""
+    return CLAIM_NOT_DURABLE if run.uncertain else None
 
 
 class ResultBatcher:
@@ -50,8 +56,11 @@ class ResultBatcher:
         log: logging.Logger,
         on_stored: Callable[[Run], None],
         busy: Callable[[], bool] | None = None,
+        recent: RecentFinishes | None = None,
     ) -> None:
         self.instance_id = instance_id
+        self.recent = recent
+        """The finishes of the last lease, re-sent after an outage (lease backends)."""
         self.batches = batches
         self.policy = policy
         self.clock = clock
@@ -77,7 +86,7 @@ class ResultBatcher:
             finished,
             error,
             run.attempt,
-            reason=run.skip_reason,
+            reason=run.skip_reason if run.skip_reason is not None else _run_reason(run),
         )
         self._pending.append((run, result))
         if self._timer is None:
@@ -151,9 +160,12 @@ class ResultBatcher:
         for (run, result), ok in zip(finishing, answers):  # noqa: B905 - same length
             self.on_stored(run)  # the finish landed (or failed): the lease needs no renewal
             if ok is True:
-                writes.append(_write(run, result))
+                write = _write(run, result)
+                writes.append(write)
                 stored.append(run)
                 self._finished(run, result)
+                if self.recent is not None:
+                    self.recent.add(_finish_request(run, result), write)
             elif isinstance(ok, BaseException):
                 result.status = "error"
                 result.error = f"the store refused to finish the run: {describe_error(ok)}"
@@ -183,10 +195,13 @@ class ResultBatcher:
             return False
         if self.policy.outage:
             self.policy.recovered()
-        for (run, result), ok in zip(finishing, answers):  # noqa: B905 - same length
+        recent = self.recent
+        for (run, result), ok, request, write in zip(finishing, answers, requests, writes):  # noqa: B905 - same length
             self.on_stored(run)
             if ok is True:
                 self._finished(run, result)
+                if recent is not None:
+                    recent.add(request, write)
             else:
                 self._lost_before_finish(run)
         return True

@@ -24,11 +24,12 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable
 
-from anarchon._scheduler.run_state import Phase, Run
+from anarchon._scheduler.run_state import CLAIM_NOT_DURABLE, Phase, Run
 from anarchon._scheduler.store_retry import GAVE_UP, StorePolicy
 from anarchon.backend.base import Backend
 from anarchon.clock import Clock
 from anarchon.context import RunContext
+from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.types import ClaimOutcome, RunRetry, StoredResult
 
 __all__ = ["RetrySteps"]
@@ -39,6 +40,9 @@ Invoke = Callable[[Run], Awaitable[Outcome]]
 
 class RetrySteps:
     """Retries failed handlers of the jobs that have a ``retry`` option."""
+
+    events: EventBus = NO_EVENTS
+    """Where ``skipped`` (an attempt on a claim not confirmed durable) goes (set by the scheduler)."""
 
     def __init__(
         self,
@@ -91,6 +95,8 @@ class RetrySteps:
                 return None
             if not started:
                 return outcome
+            if run.uncertain and run.job.if_uncertain != "run":
+                return self._skip_uncertain(run)
             errors += 1
             self.log.info(
                 "anarchon: %s slot %d: attempt %d in %d ms (retry %d of %d)",
@@ -106,6 +112,23 @@ class RetrySteps:
                 return waited
             outcome = await invoke(run)
         return outcome
+
+    def _skip_uncertain(self, run: Run) -> Outcome:
+        """The next attempt's claim was not confirmed durable: it ends ``skipped`` unrun."""
+        job = run.job
+        zone = job_zone(job)
+        now = self.now_ms()
+        run.skip_reason = CLAIM_NOT_DURABLE
+        self.log.warning(
+            "anarchon: %s slot %s attempt %d skipped (%s)",
+            job.name,
+            slot_iso(run.slot, zone),
+            run.attempt,
+            CLAIM_NOT_DURABLE,
+            extra=log_extra(job.name, run.slot, run.attempt, self.instance_id, zone),
+        )
+        self.events.emit("skipped", now, job.name, run.slot, None, zone, reason=CLAIM_NOT_DURABLE)
+        return "skipped", None, now, now
 
     def _before_next_slot(self, run: Run, delay_ms: int) -> bool:
         """True when a retry in ``delay_ms`` starts before the job's next slot (or overlap is on)."""
@@ -147,7 +170,7 @@ class RetrySteps:
             if answer is GAVE_UP:
                 return False
             native = type(runs).native_retry
-            if not answer.won:
+            if not answer.holds_lease:
                 if native:
                     return False  # still ours to finish (no attempts left), or already lost
                 # The fallback released the attempt: its error is stored here, nothing else.
@@ -155,6 +178,7 @@ class RetrySteps:
                 return None
             run.lease_until = sent + self.lease_ms / 1000
             run.attempt = answer.attempt
+            run.uncertain = answer.kind == "uncertain"
         else:
             run.attempt = old_attempt + 1
         run.token = new_token

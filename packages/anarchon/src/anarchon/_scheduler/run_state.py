@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import threading
+import time
 from typing import Any
 
 from anarchon.context import RunContext
 from anarchon.jobs import Job
 
-__all__ = ["Ending", "Phase", "Run"]
+__all__ = ["CLAIM_NOT_DURABLE", "Ending", "HandlerThread", "Phase", "Run"]
+
+CLAIM_NOT_DURABLE = "claim_not_durable"
+"""The reason of a slot skipped (or run, ``if_uncertain="run"``) on a claim not confirmed durable."""
 
 
 class Phase(enum.Enum):
@@ -51,6 +56,43 @@ class Ending(enum.Enum):
     """The store refused the lease's renewal with a permanent error."""
 
 
+class HandlerThread:
+    """A sync handler's thread, seen from any thread: whether it returned, and how.
+
+    The scheduler's loop waits for the thread through an asyncio future; the
+    lease thread, which keeps renewing the lease of a run that outlives
+    ``stop()``, reads this instead (docs/leases.md, "Stopping").
+    """
+
+    __slots__ = ("elapsed_s", "ended", "error", "started_at")
+
+    def __init__(self, started_at: int) -> None:
+        self.started_at = started_at
+        """Store time (ms) at which the handler started."""
+        self.ended = threading.Event()
+        """Set when the handler returned or raised."""
+        self.error: BaseException | None = None
+        """What the handler raised, if it raised."""
+        self.elapsed_s = 0.0
+        """How long the handler ran (set when it ended)."""
+
+    def call(self, handler: Any, *args: Any) -> Any:
+        """Call ``handler(*args)`` in the thread, recording its end."""
+        started = time.monotonic()
+        try:
+            return handler(*args)
+        except BaseException as error:
+            self.error = error
+            raise
+        finally:
+            self.elapsed_s = time.monotonic() - started
+            self.ended.set()
+
+    def finished_ms(self) -> int:
+        """Store time (ms) at which the handler ended (its start plus its duration)."""
+        return self.started_at + int(self.elapsed_s * 1000)
+
+
 class Run:
     """One run of ``(job, slot)`` on this instance."""
 
@@ -65,6 +107,7 @@ class Run:
         "ending",
         "exception",
         "fire_at",
+        "handler_thread",
         "job",
         "key",
         "lease_until",
@@ -77,6 +120,7 @@ class Run:
         "task",
         "timeout_timer",
         "token",
+        "uncertain",
         "wait_overlap",
         "waiting",
     )
@@ -97,7 +141,9 @@ class Run:
         self.wait_overlap = True
         """False for the last claim of a slot answered ``overlap`` (it records the skip)."""
         self.skip_reason: str | None = None
-        """Set when the fleet-wide controls skip this won slot (``paused``, ``skip_next``)."""
+        """Set when this won slot is skipped (``paused``, ``skip_next``, ``claim_not_durable``)."""
+        self.uncertain = False
+        """True when the store won the current attempt's claim but could not confirm it durable."""
         """True once this run has been a backup: its claims no longer create the run."""
         self.attempt = 0
         self.catch_up_of: int | None = None
@@ -119,6 +165,8 @@ class Run:
         """True while a won run waits for its ``fire_at`` (its handler has not started)."""
         self.abandoned = False
         """Set by ``stop()`` when it stops waiting for a handler that still lives."""
+        self.handler_thread: HandlerThread | None = None
+        """A sync handler's thread while it runs (None for async handlers)."""
 
     @property
     def holds_lease(self) -> bool:

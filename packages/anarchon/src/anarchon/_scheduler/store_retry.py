@@ -91,6 +91,8 @@ class StorePolicy:
         self.stopping = False
         """Set by ``stop()``: a call without deadline gives up after about a second of outage."""
         self.outage = False
+        self.on_recovered: Callable[[], None] | None = None
+        """Called (on the scheduler's loop) when an outage ends: the finishes are re-sent."""
         self._logged: set[tuple[str, str]] = set()
 
     async def call(
@@ -207,6 +209,8 @@ class StorePolicy:
             self.outage = False
             self.log.info("anarchon: store %s reachable again", self.backend.name)
             self.events.emit("store_recovered", self.now_ms(), store=self.backend.name)
+            if self.on_recovered is not None:
+                self.on_recovered()
 
     def report(self, what: str, error: BaseException, *, job: str | None = None) -> None:
         """Log a permanent store error at ERROR, once per kind of failure and error."""

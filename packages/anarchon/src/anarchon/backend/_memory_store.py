@@ -11,6 +11,7 @@ long, follows :mod:`anarchon.backend.retention`.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import Protocol
 
 from anarchon.backend.history import DEFAULT_HISTORY_SIZE
 from anarchon.backend.lease_model import (
+    HEALED_WARNING,
     Blocker,
     decide_claim,
     decide_finish,
@@ -48,6 +50,8 @@ from anarchon.types import (
 )
 
 __all__ = ["MemoryStore", "NowMs"]
+
+log = logging.getLogger("anarchon.store")
 
 
 class NowMs(Protocol):
@@ -281,10 +285,14 @@ class MemoryStore:
         return decision.ok
 
     def finish(self, job: str, slot: int, token: str, status: str, error: str | None) -> bool:
-        """Mark the run finished with ``status`` if ``token`` still owns it."""
+        """Mark the run finished with ``status`` if ``token`` still owns it.
+
+        A run with no state at all is written finished by ``token`` (the
+        lease model's healing finish) and logged at WARNING.
+        """
         found = self._state(job, slot)
         if found is None:
-            return False
+            return self._heal(job, slot, token, status, error)
         data, state = found
         was_running = state.status == "running" and not state.released
         now = self.now()
@@ -294,6 +302,30 @@ class MemoryStore:
             state.result_status = status
             state.error = error
         return decision.ok
+
+    def _heal(self, job: str, slot: int, token: str, status: str, error: str | None) -> bool:
+        """A finish that found no state: write the finished state the lease model decides."""
+        now = self.now()
+        decision = decide_finish(None, token, now)
+        new = decision.state
+        if not decision.ok or new is None:
+            return decision.ok
+        self.job(job).states[slot] = _RunState(
+            slot=slot,
+            attempt=new.attempt,
+            token=new.token,
+            runner=new.runner,
+            status=new.status,
+            lease_expires_at=new.lease_expires_at,
+            max_attempts=new.max_attempts,
+            started_at=new.started_at,
+            finished_at=now,
+            end_reason=new.end_reason,
+            result_status=status,
+            error=error,
+        )
+        log.warning("anarchon: %s slot %d: %s", job, slot, HEALED_WARNING)
+        return True
 
     def release(self, job: str, slot: int, token: str) -> bool:
         """End ``token``'s lease now; the attempt is recorded ``interrupted`` (``handed_over``)."""

@@ -49,7 +49,12 @@ class RunStore(abc.ABC):
 
     @abc.abstractmethod
     async def claim(self, claim: RunClaim) -> ClaimOutcome:
-        """Walk the claim tree of docs/leases.md and return its outcome."""
+        """Walk the claim tree of docs/leases.md and return its outcome.
+
+        A store with ``durability="replicated"`` answers ``uncertain`` for a
+        claim it won but could not confirm on its replicas (it still holds
+        the lease for ``claim.token``).
+        """
 
     @abc.abstractmethod
     async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
@@ -59,7 +64,13 @@ class RunStore(abc.ABC):
     async def finish(
         self, job: str, slot: int, token: str, status: str, error: str | None = None
     ) -> bool:
-        """Mark the run finished with ``status``, only if ``token`` still owns it."""
+        """Mark the run finished with ``status``, only if ``token`` still owns it.
+
+        A run with no state at all (a failover lost its claim) is written
+        finished with ``token`` and the answer is True, with a WARNING; a
+        state held by another token answers False; a repeated finish of the
+        same token answers True (:func:`anarchon.backend.lease_model.decide_finish`).
+        """
 
     @abc.abstractmethod
     async def release(self, job: str, slot: int, token: str) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from anarchon.types import ClaimOutcome, RunClaim
 
 __all__ = [
+    "HEALED_WARNING",
     "Blocker",
     "ClaimDecision",
     "LeaseState",
@@ -85,10 +86,15 @@ class ClaimDecision:
 
 @dataclass(frozen=True, slots=True)
 class TokenDecision:
-    """The answer of a heartbeat or finish, and the new state (unchanged when False)."""
+    """The answer of a heartbeat or finish, and the new state (unchanged when False).
+
+    ``healed`` is True when a finish found no state at all and wrote a
+    finished one: the store logs a WARNING naming the job and slot.
+    """
 
     ok: bool
     state: LeaseState | None
+    healed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +202,33 @@ def decide_heartbeat(
     return TokenDecision(True, replace(state, lease_expires_at=now + lease_ms))
 
 
+HEALED_WARNING = "no state for the run; a failover lost its claim; finished record written"
+"""What a store logs (WARNING, after the job and slot) when a finish heals a lost state."""
+
+
 def decide_finish(state: LeaseState | None, token: str, now: int) -> TokenDecision:
-    """Mark the run finished if ``token`` holds it; a repeated finish of that token is True again."""
-    if state is None or state.token != token:
+    """Mark the run finished if ``token`` holds it; a repeated finish of that token is True again.
+
+    A finish that finds no state at all (a failover lost the claim, or the
+    state was dropped after its retention) writes a finished state held by
+    ``token`` and answers True (``healed``): the run's result is stored, and
+    a later claim of the slot answers ``done`` instead of running it again
+    (docs/durability.md, "Finishes that heal"). A state held by another
+    token answers False: another instance owns the run.
+    """
+    if state is None:
+        healed = LeaseState(
+            attempt=1,
+            token=token,
+            runner="",
+            status="finished",
+            lease_expires_at=now,
+            max_attempts=1,
+            started_at=now,
+            end_reason="finished",
+        )
+        return TokenDecision(True, healed, healed=True)
+    if state.token != token:
         return TokenDecision(False, state)
     if not state.live_running:
         return TokenDecision(state.status == "finished", state)

@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from anarchon.backend._memory_store import MemoryStore, NowMs
 from anarchon.backend.base import Backend, RunStore
+from anarchon.backend.durability import check_single_node_durability
 from anarchon.backend.history import build_history
 from anarchon.backend.retention import RETENTION_MARGIN_MS
 from anarchon.errors import InvalidConfigError
@@ -166,14 +167,19 @@ class MemoryBackend(Backend):
     ``clock`` is any object with ``now_ms() -> int``; it is the store clock
     (default: the wall clock), so tests can make leases expire without
     sleeping. ``leases=False`` gives a claim-only backend (``runs`` is None),
-    to test code paths of backends without leases.
+    to test code paths of backends without leases. ``durability`` is
+    ``"fast"`` only: one process has no replica to confirm a write on
+    (docs/durability.md); any other value raises ``InvalidConfigError``.
     """
 
     name: ClassVar[str] = "memory"
     dedupe_window_ms: float = math.inf
     runs: MemoryRunStore | None
 
-    def __init__(self, clock: NowMs | None = None, *, leases: bool = True) -> None:
+    def __init__(
+        self, clock: NowMs | None = None, *, leases: bool = True, durability: str = "fast"
+    ) -> None:
+        check_single_node_durability("memory", durability)
         self._store = MemoryRunStore(clock)
         self._store.saves_results = True
         self.runs = self._store if leases else None
@@ -196,17 +202,20 @@ class MemoryBackend(Backend):
     def from_url(cls, url: str, **options: Any) -> MemoryBackend:
         """``memory://`` → a fresh backend; ``memory://name`` → this process's backend of that name.
 
-        The memory backend takes no options: any query option (in the URL or
-        as a keyword) raises ``InvalidConfigError``.
+        The memory backend takes one option, ``durability`` (``"fast"`` only);
+        any other query option (in the URL or as a keyword) raises
+        ``InvalidConfigError``.
         """
         parts = urlsplit(url)
         if parts.scheme.lower() != "memory":
             raise InvalidConfigError(f"not a memory:// URL: {url!r}")
         given = dict(parse_qsl(parts.query, keep_blank_values=True))
         given.update(options)
+        if "durability" in given:
+            check_single_node_durability("memory", given.pop("durability"))
         if given:
             names = ", ".join(sorted(given))
-            raise InvalidConfigError(f"memory:// takes no options (got: {names})")
+            raise InvalidConfigError(f"memory:// takes one option, durability; got: {names}")
         name = (parts.netloc + parts.path).strip("/")
         if not name:
             return cls()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from anarchon.testing.fake_clock import FakeClock
 from anarchon.testing.fleet import Fleet, FleetResult, FleetRun, run_fleet, start_fleet
+from anarchon.testing.uncertain import UncertainClaims, make_claims_uncertain
 
 if TYPE_CHECKING:
     from anarchon.testing.contracts.backend import BackendContract
@@ -41,6 +42,8 @@ __all__ = [
     "LeaseContract",
     "LeaseModelContract",
     "SyncFacadeContract",
+    "UncertainClaims",
+    "make_claims_uncertain",
     "run_fleet",
     "start_fleet",
 ]

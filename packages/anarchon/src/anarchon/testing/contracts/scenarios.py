@@ -48,6 +48,7 @@ __all__ = [
     "HealScenarios",
     "LeaseFaultScenarios",
     "OneOffScenarios",
+    "OutliveStopScenarios",
     "RetryKill9Scenarios",
     "ScenarioContract",
     "StopBoundScenarios",
@@ -65,6 +66,10 @@ _STORES = {
     "test_sigstop_zombie_guarded_commits_nothing": "sigstop_stores",
     "test_sigstop_zombie_naive_write_is_refused": "sigstop_stores",
     "test_kill9_loses_the_running_slot_and_nothing_else": "claim_only_stores",
+    "test_a_blocking_handler_outlives_stop": "outlive_stores",
+    "test_a_blocking_handler_outlives_stop_ten_times": "outlive_stores",
+    "test_a_blocking_handler_outlives_stop_claim_only": "outlive_claim_only_stores",
+    "test_a_blocking_handler_outlives_stop_claim_only_ten_times": "outlive_claim_only_stores",
 }
 """Which class attribute lists the stores of each test."""
 
@@ -176,6 +181,69 @@ class LeaseFaultScenarios(_ProcessScenarios):
         report = faults.sigstop_past_lease(url, tmp_path=tmp_path, handler="naive", after_s=3.0)
         print(report.summary())
         report.assert_naive_write_refused()
+
+
+class OutliveStopScenarios(_ProcessScenarios):
+    """A sync handler that outlives ``stop()`` keeps its lease: never two live runs of its slot.
+
+    Two OS processes; a sync handler blocking 8 s that ignores cancellation;
+    lease 3 s, ``stop_grace`` 1 s; SIGTERM to the runner 2 s into its run
+    (:func:`anarchon.testing.scenarios.faults.blocking_handler_at_stop`).
+    ``outlive_stores`` are lease stores, ``outlive_claim_only_stores`` stores
+    without leases.
+    """
+
+    outlive_stores: ClassVar[Sequence[Any]] = ()
+    outlive_claim_only_stores: ClassVar[Sequence[Any]] = ()
+
+    def test_a_blocking_handler_outlives_stop(
+        self, request: pytest.FixtureRequest, store: str, tmp_path: Path
+    ) -> None:
+        """No backup starts while the thread lives; its completed run is finished, run once."""
+        _check_outlives_stop(self.scenario_url(request, store, tmp_path, "live"), tmp_path)
+
+    @pytest.mark.scenario
+    def test_a_blocking_handler_outlives_stop_ten_times(
+        self, request: pytest.FixtureRequest, store: str, tmp_path: Path
+    ) -> None:
+        """The same, 10 times in a row: 0 overlapping live runs in every one."""
+        for i in range(10):
+            url = self.scenario_url(request, store, tmp_path / str(i), f"live{i}")
+            _check_outlives_stop(url, tmp_path / str(i))
+
+    def test_a_blocking_handler_outlives_stop_claim_only(
+        self, request: pytest.FixtureRequest, store: str, tmp_path: Path
+    ) -> None:
+        """Without leases: the slot is claimed once, so no other instance ever starts it."""
+        _check_claimed_once(self.scenario_url(request, store, tmp_path, "live"), tmp_path)
+
+    @pytest.mark.scenario
+    def test_a_blocking_handler_outlives_stop_claim_only_ten_times(
+        self, request: pytest.FixtureRequest, store: str, tmp_path: Path
+    ) -> None:
+        """The same without leases, 10 times in a row."""
+        for i in range(10):
+            url = self.scenario_url(request, store, tmp_path / str(i), f"live{i}")
+            _check_claimed_once(url, tmp_path / str(i))
+
+
+def _check_claimed_once(url: str, tmp_path: Path) -> None:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    report = faults.blocking_handler_at_stop(url, tmp_path=tmp_path, leases=False)
+    print(report.summary())
+    assert report.overlaps == [], report.summary()
+    assert report.duplicates == {}, report.summary()
+
+
+def _check_outlives_stop(url: str, tmp_path: Path) -> None:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    report = faults.blocking_handler_at_stop(url, tmp_path=tmp_path)
+    print(report.summary())
+    assert report.overlaps == [], report.summary()
+    assert report.duplicates == {}, report.summary()
+    assert report.zombies == [], report.summary()
+    assert report.lost == [], report.summary()
+    assert report.completed_slots >= 1, report.summary()
 
 
 class ClaimOnlyFaultScenarios(_ProcessScenarios):
@@ -304,6 +372,7 @@ class ScenarioContract(
     RetryKill9Scenarios,
     ControlScenarios,
     LeaseFaultScenarios,
+    OutliveStopScenarios,
     ClaimOnlyFaultScenarios,
     HealScenarios,
     StopBoundScenarios,

@@ -232,12 +232,14 @@ def attempts(outs: Sequence[Path]) -> list[Attempt]:
 def _stale_commits(effects_path: Path | None) -> list[str]:
     if effects_path is None:
         return []
-    registered: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    registered: dict[str, list[fenced_effects.Effect]] = defaultdict(list)
     stale: list[str] = []
     for effect in fenced_effects.read_log(effects_path):
         if effect.kind == "register":
-            registered[effect.run_id].append((effect.fence, effect.at_ms))
-        elif any(f > effect.fence and at <= effect.at_ms for f, at in registered[effect.run_id]):
+            registered[effect.run_id].append(effect)
+        elif any(
+            r.supersedes(effect) and r.at_ms <= effect.at_ms for r in registered[effect.run_id]
+        ):
             stale.append(f"{effect.run_id}#{effect.fence}")
     return stale
 

@@ -72,7 +72,7 @@ def _handler(args: argparse.Namespace, record: _Recorder) -> Handler:
 
     async def guarded(ctx: RunContext) -> None:
         assert effects is not None
-        if not fenced_effects.register(effects, ctx.run_id, ctx.fencing_token, ctx.instance_id):
+        if not fenced_effects.register(effects, ctx.run_id, ctx.fencing_key, ctx.instance_id):
             record("abandon", ctx)
             return
         record("begin", ctx)
@@ -83,12 +83,12 @@ def _handler(args: argparse.Namespace, record: _Recorder) -> Handler:
         if not await ctx.still_owner():  # early exit; the fenced write decides
             record("abandon", ctx)
             return
-        ok = fenced_effects.commit(effects, ctx.run_id, ctx.fencing_token, ctx.instance_id)
+        ok = fenced_effects.commit(effects, ctx.run_id, ctx.fencing_key, ctx.instance_id)
         record("end" if ok else "refused", ctx)
 
     def naive(ctx: RunContext) -> None:
         assert effects is not None
-        if not fenced_effects.register(effects, ctx.run_id, ctx.fencing_token, ctx.instance_id):
+        if not fenced_effects.register(effects, ctx.run_id, ctx.fencing_key, ctx.instance_id):
             record("abandon", ctx)
             return
         record("begin", ctx)
@@ -96,7 +96,7 @@ def _handler(args: argparse.Namespace, record: _Recorder) -> Handler:
         while time.monotonic() < end:
             time.sleep(TICK_MS / 1000)
             record("tick", ctx)
-        ok = fenced_effects.commit(effects, ctx.run_id, ctx.fencing_token, ctx.instance_id)
+        ok = fenced_effects.commit(effects, ctx.run_id, ctx.fencing_key, ctx.instance_id)
         record("end" if ok else "refused", ctx)
 
     def blocking(ctx: RunContext) -> None:

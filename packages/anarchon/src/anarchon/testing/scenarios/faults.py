@@ -418,29 +418,43 @@ def store_restart(
     return _run(name, url, tmp_path, fault, work=SPACED, max_age_ms=_FRESH_MS, after_s=after_s)
 
 
-_SCENARIO_CLEARANCE_MS = 45_000
+_SCENARIO_CLEARANCE_MS = 30_000
 """How far from the job's next slot ``blocking_handler_at_stop`` must start."""
 
 
-def blocking_handler_at_stop(url: str, *, tmp_path: Path | str) -> FaultReport:
+def blocking_handler_at_stop(
+    url: str,
+    *,
+    tmp_path: Path | str,
+    leases: bool = True,
+    stop_grace_s: float = 1.0,
+) -> FaultReport:
     """Two instances, a sync handler blocking 8 s in one call, ``stop()`` of its runner after 2 s.
 
-    A job every 5 min whose current slot is due at once (``max_late`` 299 s), lease
-    1.5 s, ``stop_grace`` 4 s (``stop()`` waits up to twice that plus one call
-    timeout for a live handler, docs/leases.md "Stopping"). No other instance may start the slot while
-    the runner's thread lives: the thread finishes the run, or (the process
-    gave up waiting and exited) the other instance takes it over after the
-    exit. ``overlaps`` counts a begin of the slot elsewhere between the
-    thread's begin and its end (or the runner's exit).
+    A job every 5 min whose current slot is due at once (``max_late`` 299 s),
+    lease 3 s (heartbeat 1 s), ``stop_grace`` 1 s: ``stop()`` gives up on the
+    thread long before it returns (docs/leases.md, "Stopping"). No other
+    instance may start the slot while the runner's thread lives: the lease
+    thread keeps its lease until the thread returns, and the run is finished
+    with its result. ``overlaps`` counts a begin of the slot elsewhere between
+    the thread's begin and its end (or the runner's exit). ``leases=False``
+    runs it on a claim-only backend.
     """
     # max_late stays below NATS's default de-duplication window (300 s): a longer one is
     # refused there (ANARCHON_DEDUPE_WINDOW, docs/backends/nats.md) and the workers exit.
     work = Workload(
-        handler="blocking", handler_ms=8000, every_ms=300_000, max_late="299s", stop_grace_s=4.0
+        handler="blocking",
+        handler_ms=8000,
+        every_ms=300_000,
+        max_late="299s",
+        lease_ms=3000,
+        heartbeat_ms=1000,
+        stop_grace_s=stop_grace_s,
+        leases=leases,
     )
     # One slot per scenario: a next slot falling due during the stop would be claimed ahead
     # and started within stop_grace (docs/scaling.md, "Claiming ahead"), a second blocking
-    # run the stop then abandons. The scenario takes about 30 s; start it clear of a boundary.
+    # run the stop then abandons. The scenario takes about 15 s; start it clear of a boundary.
     to_boundary_ms = work.every_ms - _wall_ms() % work.every_ms
     if to_boundary_ms < _SCENARIO_CLEARANCE_MS:
         time.sleep(to_boundary_ms / 1000 + 0.5)
