@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anarchon.errors import BackendUnavailableError, InvalidConfigError
+from anarchon.backend.durability import DURABILITY, check_single_node_durability
+from anarchon.backend.durability import check_durability as check_durability_value
+from anarchon.errors import BackendUnavailableError
 
 from anarchon_sql._driver_errors import is_transient_sql_error
 
@@ -28,26 +30,19 @@ __all__ = [
     "in_doubt",
 ]
 
-DURABILITIES = ("fast", "replicated")
+DURABILITIES = DURABILITY
 """The accepted values of ``durability``."""
 
 
 def check_durability(value: object, *, accepted: tuple[str, ...] = DURABILITIES, store: str) -> str:
     """``value`` if it is an accepted durability, else a coded ``InvalidConfigError``.
 
-    A value that exists but that the store cannot hold (``replicated`` on
-    SQLite) is refused with a message saying why.
+    The checks of :mod:`anarchon.backend.durability`: a store accepting
+    ``"fast"`` only (SQLite) refuses ``"replicated"`` saying why.
     """
-    if isinstance(value, str) and value in accepted:
-        return value
-    if isinstance(value, str) and value in DURABILITIES:
-        raise InvalidConfigError(
-            f"durability={value!r} is not possible with {store}: it has no replica that could"
-            f" confirm a write (accepted: {', '.join(repr(a) for a in accepted)})"
-        )
-    raise InvalidConfigError(
-        f"durability must be one of {', '.join(repr(a) for a in accepted)}, got {value!r}"
-    )
+    if "replicated" in accepted:
+        return check_durability_value(value)
+    return check_single_node_durability(store, value)
 
 
 def in_doubt(error: BaseException) -> bool:

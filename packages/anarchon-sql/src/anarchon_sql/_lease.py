@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from anarchon.backend.lease_model import Blocker, decide_claim, decide_release
+from anarchon.backend.lease_model import HEALED_WARNING, Blocker, decide_claim, decide_release
 from anarchon.backend.lease_model import LeaseState as ModelState
 from anarchon.errors import BackendError
 from anarchon.types import (
@@ -38,18 +38,15 @@ from anarchon_sql._history import SqlHistory
 from anarchon_sql._session import SqlSession
 from anarchon_sql._statements import Statements
 
-__all__ = ["HEALED", "SqlLeases", "outcome"]
+__all__ = ["SqlLeases", "outcome"]
 
 log = logging.getLogger("anarchon.sql")
 
 T = TypeVar("T")
 
-HEALED = "no state for the run; a failover lost its claim; finished record written"
-"""The WARNING of a finish that found no state (after the job and slot)."""
-
 
 def _healed(job: str, slot: int) -> None:
-    log.warning("anarchon: %s slot %d: %s", job, int(slot), HEALED)
+    log.warning("anarchon: %s slot %d: %s", job, int(slot), HEALED_WARNING)
 
 
 def _answers(rows: Sequence[Row], items: Sequence[RunFinish]) -> list[bool]:
