@@ -110,9 +110,29 @@ class PgServer:
                 return
             time.sleep(0.02)
 
-    def promote(self) -> None:
-        """Promote this standby to a primary and wait until it takes writes."""
-        _run(self._pg_ctl("-w", "-t", "60", "promote"), "pg_ctl promote")
+    def promote(self, timeout: float = 60) -> None:
+        """Promote this standby to a primary and wait until it takes writes.
+
+        A promote request that arrives while the standby restarts after a
+        crashed child (a killed walreceiver) can be lost with the old startup
+        process: the request is sent again until the server leaves recovery.
+        """
+        give_up = time.monotonic() + timeout
+        while True:
+            subprocess.run(
+                self._pg_ctl("-w", "-t", "5", "promote"),
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
+            try:
+                if self.psql("SELECT pg_is_in_recovery()", database="postgres") == "f":
+                    return
+            except RuntimeError:  # starting up after the crash of a child
+                pass
+            if time.monotonic() > give_up:
+                raise RuntimeError("the standby did not leave recovery after pg_ctl promote")
+            time.sleep(0.2)
 
     def walreceiver_pid(self) -> int:
         """The pid of this standby's walreceiver (``pg_stat_wal_receiver``)."""
