@@ -230,3 +230,28 @@ class TestSqlScenarios(
     def clock_step_backend(self, request: pytest.FixtureRequest, store: str) -> Backend:
         dsn = self._server(request).dsn
         return PostgresBackend(dsn, table_prefix=request.getfixturevalue("prefix"))
+
+
+@pytest.fixture(scope="session")
+def pg_replicated_dsn() -> Iterator[str]:
+    """A primary with a synchronous standby (``pg_basebackup -R``): its DSN."""
+    from anarchon_testservers.postgres import start_postgres, start_standby
+
+    primary = start_postgres()
+    try:
+        standby = start_standby(primary, synchronous=True)
+        try:
+            yield primary.dsn
+        finally:
+            standby.stop()
+    finally:
+        primary.stop()
+
+
+class TestPostgresReplicated(LeaseContract, LeaseModelContract):
+    """``durability="replicated"`` on a primary with a synchronous standby: the synchronous
+    wrappers keep every answer of the lease contract (and its model and healing)."""
+
+    @pytest.fixture
+    def backend(self, pg_replicated_dsn: str) -> Backend:
+        return PostgresBackend.from_url(f"{pg_replicated_dsn}?durability=replicated")

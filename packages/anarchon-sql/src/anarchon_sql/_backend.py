@@ -41,6 +41,7 @@ from anarchon_sql._calls import store_call
 from anarchon_sql._client import SqlClient
 from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
 from anarchon_sql._driver_errors import is_connection_error, is_transient_sql_error, scrub
+from anarchon_sql._durability import check_durability
 from anarchon_sql._fleet import FleetStatements, control_of, declaration_of
 from anarchon_sql._foreign import find_foreign_table
 from anarchon_sql._history import SqlHistory
@@ -71,7 +72,10 @@ class SqlBackend(Backend):
     - ``table_prefix`` (default ``"anarchon_"``): prefix of every table, index
       and function; validated as an SQL identifier (``InvalidConfigError``);
     - ``batch_size`` (default 500): items per store call of the batch members
-      (``claim_many``, ``heartbeat_many``, ``finish_many``, ``save_results``).
+      (``claim_many``, ``heartbeat_many``, ``finish_many``, ``save_results``);
+    - ``durability`` (default ``"fast"``): ``"fast"`` or ``"replicated"``
+      (docs/backends/sql.md, "Durability"); a subclass names the values it
+      accepts in ``durabilities`` (SQLite: ``"fast"`` only).
 
     Errors: a transient driver error (connection lost, timeout, server going
     down or starting, serialisation failure or deadlock, SQLite busy) is
@@ -87,6 +91,8 @@ class SqlBackend(Backend):
 
     name: ClassVar[str] = "sql"
     dedupe_window_ms: float = math.inf
+    durabilities: ClassVar[tuple[str, ...]] = ("fast",)
+    """The ``durability`` values this backend can hold."""
     runs: SqlRunStore
 
     def __init__(
@@ -95,7 +101,12 @@ class SqlBackend(Backend):
         dialect: SqlDialect,
         table_prefix: str = DEFAULT_TABLE_PREFIX,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        durability: str = "fast",
     ) -> None:
+        self.durability = check_durability(
+            durability, accepted=self.durabilities, store=f"{type(self).__name__}"
+        )
+        """``"fast"`` or ``"replicated"`` (docs/backends/sql.md, "Durability")."""
         if not isinstance(dialect, SqlDialect):
             raise InvalidConfigError(f"dialect must be a SqlDialect, not {type(dialect).__name__}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

@@ -249,7 +249,9 @@ class SqlDialect:
         """One statement finishing a chunk of runs, or None for one transaction of finishes.
 
         Parameters: the arrays ``jobs, slots, tokens, statuses, errors``.
-        Rows: ``(index, answer)`` with the 1-based index and ``finish()``'s answer.
+        Rows: ``(index, answer)`` with the 1-based index and ``finish()``'s answer,
+        optionally a third column ``healed`` (True where the item found no state
+        and wrote a finished one: the backend logs a WARNING for it).
         """
         return None
 

@@ -11,10 +11,11 @@ the statements a takeover uses, behind the same per-job lock.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
-from anarchon.backend.lease_model import Blocker, decide_claim, decide_release
+from anarchon.backend.lease_model import HEALED_WARNING, Blocker, decide_claim, decide_release
 from anarchon.backend.lease_model import LeaseState as ModelState
 from anarchon.errors import BackendError
 from anarchon.types import (
@@ -32,11 +33,31 @@ from anarchon.types import (
 from anarchon_sql._chunks import by_job, chunks
 from anarchon_sql._client import Row, SqlClient
 from anarchon_sql._dialect import StoreSetup
+from anarchon_sql._durability import DurableCalls, in_doubt
 from anarchon_sql._history import SqlHistory
 from anarchon_sql._session import SqlSession
 from anarchon_sql._statements import Statements
 
 __all__ = ["SqlLeases", "outcome"]
+
+log = logging.getLogger("anarchon.sql")
+
+T = TypeVar("T")
+
+
+def _healed(job: str, slot: int) -> None:
+    log.warning("anarchon: %s slot %d: %s", job, int(slot), HEALED_WARNING)
+
+
+def _answers(rows: Sequence[Row], items: Sequence[RunFinish]) -> list[bool]:
+    """A finish call's ``(index, answer[, healed])`` rows in item order; healed items logged."""
+    by_index: dict[int, bool] = {}
+    for row in rows:
+        by_index[int(row[0])] = bool(row[1])
+        if len(row) > 2 and row[2]:
+            f = items[int(row[0]) - 1]
+            _healed(f.job, f.slot)
+    return [by_index[i + 1] for i in range(len(items))]
 
 
 def _lease_state(row: Row) -> ModelState:
@@ -65,6 +86,19 @@ def _finish_params(chunk: Sequence[RunFinish]) -> tuple[list[Any], ...]:
     )
 
 
+def _uncertain(c: RunClaim) -> Row:
+    """The row of a claim whose commit could not be confirmed on the standby.
+
+    The attempt is not known (the store did not answer): 1, that of a new
+    slot's claim. No stored token: ``Backend.claim`` answers it False.
+    """
+    return ("uncertain", 1, c.instance_id, None, None)
+
+
+def _uncertain_chunk(chunk: Sequence[RunClaim]) -> list[Row]:
+    return [_uncertain(c) for c in chunk]
+
+
 def outcome(row: Row) -> ClaimOutcome:
     """A claim row ``(kind, attempt, runner, lease_expires_at, stored_token)`` as an outcome."""
     kind, attempt, runner, lease, _token = row
@@ -90,6 +124,8 @@ class SqlLeases:
         self._store = store
         self._sql = statements
         self._history = history
+        self.durable: DurableCalls | None = None
+        """Set by a backend with ``durability="replicated"``: its synchronous calls."""
         # The generic claim transaction honours it; a dialect's statements only if they say so.
         calls = statements.calls
         self.overlap_wait = store.dialect.claims_take_overlap_wait or (
@@ -109,16 +145,18 @@ class SqlLeases:
         """``heartbeat()`` for each run: one statement or transaction per chunk."""
         client = await self._session.ready()
         calls = self._sql.calls
+        durable = self.durable
         answers: list[bool] = []
         for chunk in chunks(runs, size):
-            if calls.heartbeat_many is not None:
+            statement = calls.heartbeat_many if durable is None else durable.heartbeat_many
+            if statement is not None:
                 params = (
                     int(lease_ms),
                     [r.job for r in chunk],
                     [int(r.slot) for r in chunk],
                     [r.token for r in chunk],
                 )
-                rows = await self._session.call(client, calls.heartbeat_many, params)
+                rows = await self._session.call(client, statement, params)
                 renewed = {int(i): bool(ok) for i, ok in rows}
                 answers += [renewed[i + 1] for i in range(len(chunk))]
             else:
@@ -134,12 +172,13 @@ class SqlLeases:
         """``finish()`` for each item: one statement or transaction per chunk."""
         client = await self._session.ready()
         calls = self._sql.calls
+        durable = self.durable
         answers: list[bool] = []
         for chunk in chunks(finishes, size):
-            if calls.finish_many is not None:
-                rows = await self._session.call(client, calls.finish_many, _finish_params(chunk))
-                by_index = {int(i): bool(done) for i, done in rows}
-                answers += [by_index[i + 1] for i in range(len(chunk))]
+            statement = calls.finish_many if durable is None else durable.finish_many
+            if statement is not None:
+                rows = await self._session.call(client, statement, _finish_params(chunk))
+                answers += _answers(rows, chunk)
             else:
                 answers += await self._session.transaction(
                     client, functools.partial(self._finish_chunk_tx, chunk=chunk)
@@ -152,15 +191,16 @@ class SqlLeases:
         """Each finish and, where it answered True, its result save: one call or transaction a chunk."""
         client = await self._session.ready()
         calls = self._sql.calls
+        durable = self.durable
         answers: list[bool] = []
         for first in range(0, len(finishes), size):
             chunk = finishes[first : first + size]
             results = writes[first : first + size]
-            if calls.finish_save_many is not None:
+            statement = calls.finish_save_many if durable is None else durable.finish_save_many
+            if statement is not None:
                 params = (*_finish_params(chunk), *self._history.save_params(results))
-                rows = await self._session.call(client, calls.finish_save_many, params)
-                by_index = {int(i): bool(done) for i, done in rows}
-                answers += [by_index[i + 1] for i in range(len(chunk))]
+                rows = await self._session.call(client, statement, params)
+                answers += _answers(rows, chunk)
             else:
                 answers += await self._session.transaction(
                     client,
@@ -169,7 +209,12 @@ class SqlLeases:
         return answers
 
     async def heartbeat(self, job: str, slot: int, token: str, lease_ms: int) -> bool:
-        """Extend the lease to server time + ``lease_ms`` if ``token`` still owns the run."""
+        """Extend the lease to server time + ``lease_ms`` if ``token`` still owns the run.
+
+        Replicated: the synchronous batch call with one item.
+        """
+        if self.durable is not None:
+            return (await self.heartbeat_many([RunKey(job, int(slot), token)], lease_ms, 1))[0]
         client = await self._session.ready()
         rows = await client.all(self._sql.heartbeat, (int(lease_ms), job, int(slot), token))
         return bool(rows)
@@ -177,25 +222,85 @@ class SqlLeases:
     async def finish(
         self, job: str, slot: int, token: str, status: str, error: str | None = None
     ) -> bool:
-        """Finish the run if ``token`` owns it; True again for a retried finish."""
+        """Finish the run if ``token`` owns it; True again for a retried finish.
+
+        A run with no state is written finished by ``token`` (True, a WARNING).
+        The dialect's batch call with one item where it has one (it takes the
+        job's lock, as a claim does), else one transaction.
+        """
+        finish = RunFinish(job, int(slot), token, status, error)
+        if self.durable is not None or self._sql.calls.finish_many is not None:
+            return (await self.finish_many([finish], 1))[0]
         client = await self._session.ready()
-        rows = await client.all(self._sql.finish, (status, error, job, int(slot), token))
-        if rows:
-            return True
-        rows = await client.all(self._sql.state_of, (job, int(slot), token))
-        return bool(rows) and rows[0][0] == "finished"
+        return await self._session.transaction(client, lambda tx: self._finish_tx(tx, finish))
+
+    async def _transaction(self, client: SqlClient, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
+        """A generic lease transaction; replicated, its first statement makes the commit synchronous."""
+        durable = self.durable
+        if durable is None:
+            return await self._session.transaction(client, fn)
+
+        async def body(tx: SqlClient) -> T:
+            await tx.all(durable.prologue, ())
+            return await fn(tx)
+
+        return await self._session.transaction(client, body)
 
     async def release(self, job: str, slot: int, token: str) -> bool:
         """The hand-over of ``token``'s lease, in one transaction."""
         client = await self._session.ready()
-        return await self._session.transaction(
+        return await self._transaction(
             client, lambda tx: self._release_tx(tx, job, int(slot), token)
         )
 
     async def retry(self, retry: RunRetry) -> ClaimOutcome:
-        """End a failed attempt and start the next under the same runner, in one transaction."""
+        """End a failed attempt and start the next under the same runner, in one transaction.
+
+        Replicated: a retry whose commit is in doubt is confirmed by running it
+        again (it then finds its new token and writes it again, synchronously),
+        or answered ``uncertain``.
+        """
         client = await self._session.ready()
-        return await self._session.transaction(client, lambda tx: self._retry_tx(tx, retry))
+        if self.durable is None:
+            return await self._transaction(client, lambda tx: self._retry_tx(tx, retry))
+        return await self._confirmed(
+            lambda: self._transaction(client, lambda tx: self._retry_tx(tx, retry)),
+            lambda: ClaimOutcome("uncertain", 0, retry.instance_id, None),
+            f"{retry.job} slot {int(retry.slot)}: retry",
+        )
+
+    async def _confirmed(
+        self, call: Callable[[], Awaitable[T]], uncertain: Callable[[], T], what: str
+    ) -> T:
+        """``call()``; if its fate is in doubt, ``call()`` again to confirm it, else ``uncertain()``.
+
+        Every call of a replicated backend commits synchronously and writes its
+        own row, so an answer that arrives is confirmed on the standby. A
+        timeout or a dropped connection leaves the first commit in doubt: it
+        may be on the primary only. The second call (a new transaction) finds
+        the first one's rows if they committed, writes them again and waits
+        for the standby, which then holds the first commit too (WAL order).
+        If the second call fails as well, nothing is confirmed: ``uncertain``.
+        """
+        try:
+            return await call()
+        except Exception as error:
+            if not in_doubt(error):
+                raise
+            log.warning(
+                "anarchon: %s: the commit is in doubt (%s); confirming it with a new transaction",
+                what,
+                error,
+            )
+        try:
+            return await call()
+        except Exception as error:
+            if not in_doubt(error):
+                raise
+            log.warning(
+                "anarchon: %s: not confirmed on the standby (%s); answered uncertain", what, error
+            )
+            return uncertain()
 
     async def lease_state(self, job: str, slot: int, token: str) -> LeaseState:
         """Why ``token`` does or does not hold the lease of ``(job, slot)`` (one plain read)."""
@@ -237,8 +342,22 @@ class SqlLeases:
         ) + ((bool(c.overlap_wait),) if self._store.dialect.claims_take_overlap_wait else ())
 
     async def claim_row(self, c: RunClaim) -> Row:
-        """``(kind, attempt, runner, lease_expires_at, stored_token)`` of one claim."""
+        """``(kind, attempt, runner, lease_expires_at, stored_token)`` of one claim.
+
+        Replicated: the synchronous claim, confirmed when in doubt, else an
+        ``uncertain`` row (see :meth:`_confirmed`).
+        """
         client = await self._session.ready()
+        durable = self.durable
+        if durable is not None:
+
+            async def once() -> Row:
+                rows = await self._session.call(client, durable.claim, self._claim_params(c))
+                return tuple(rows[0])
+
+            return await self._confirmed(
+                once, lambda: _uncertain(c), f"{c.job} slot {int(c.slot)}: claim"
+            )
         claim = self._sql.calls.claim
         if claim is not None:
             rows = await self._session.call(client, claim, self._claim_params(c))
@@ -249,36 +368,49 @@ class SqlLeases:
         """``claim_row`` of each claim, one statement or transaction per chunk of ``size``."""
         client = await self._session.ready()
         out: list[Row] = []
-        claim_many = self._sql.calls.claim_many
+        durable = self.durable
+        claim_many = self._sql.calls.claim_many if durable is None else durable.claim_many
         for chunk in chunks(claims, size):
-            if claim_many is not None:
-                params: tuple[list[Any], ...] = (
-                    [c.job for c in chunk],
-                    [int(c.slot) for c in chunk],
-                    [c.token for c in chunk],
-                    [c.instance_id for c in chunk],
-                    [int(c.lease_ms) for c in chunk],
-                    [int(c.max_attempts) for c in chunk],
-                    [bool(c.overlap) for c in chunk],
-                    [None if c.deadline_ms is None else int(c.deadline_ms) for c in chunk],
-                    [bool(c.create) for c in chunk],
-                    [None if c.early_ms is None else int(c.early_ms) for c in chunk],
+            if durable is not None:
+                out += await self._confirmed(
+                    functools.partial(self._claim_chunk_call, client, durable.claim_many, chunk),
+                    functools.partial(_uncertain_chunk, chunk),
+                    f"a chunk of {len(chunk)} claims",
                 )
-                if self._store.dialect.claims_take_overlap_wait:
-                    params += ([bool(c.overlap_wait) for c in chunk],)
-                rows = await self._session.call(client, claim_many, params)
-                by_index = {int(row[0]): tuple(row[1:]) for row in rows}
-                if len(by_index) != len(chunk):
-                    raise BackendError(
-                        f"{self._store.dialect.name} at {self._store.describe()}: the batch claim answered"
-                        f" {len(by_index)} of {len(chunk)} items"
-                    )
-                out += [by_index[i + 1] for i in range(len(chunk))]
+            elif claim_many is not None:
+                out += await self._claim_chunk_call(client, claim_many, chunk)
             else:
                 out += await self._session.transaction(
                     client, functools.partial(self._claim_chunk_tx, chunk=chunk)
                 )
         return out
+
+    async def _claim_chunk_call(
+        self, client: SqlClient, claim_many: str, chunk: Sequence[RunClaim]
+    ) -> list[Row]:
+        """One call of the dialect's batch claim statement: the chunk's rows in item order."""
+        params: tuple[list[Any], ...] = (
+            [c.job for c in chunk],
+            [int(c.slot) for c in chunk],
+            [c.token for c in chunk],
+            [c.instance_id for c in chunk],
+            [int(c.lease_ms) for c in chunk],
+            [int(c.max_attempts) for c in chunk],
+            [bool(c.overlap) for c in chunk],
+            [None if c.deadline_ms is None else int(c.deadline_ms) for c in chunk],
+            [bool(c.create) for c in chunk],
+            [None if c.early_ms is None else int(c.early_ms) for c in chunk],
+        )
+        if self._store.dialect.claims_take_overlap_wait:
+            params += ([bool(c.overlap_wait) for c in chunk],)
+        rows = await self._session.call(client, claim_many, params)
+        by_index = {int(row[0]): tuple(row[1:]) for row in rows}
+        if len(by_index) != len(chunk):
+            raise BackendError(
+                f"{self._store.dialect.name} at {self._store.describe()}: the batch claim answered"
+                f" {len(by_index)} of {len(chunk)} items"
+            )
+        return [by_index[i + 1] for i in range(len(chunk))]
 
     async def _claim_chunk_tx(self, tx: SqlClient, chunk: Sequence[RunClaim]) -> list[Row]:
         claim = self._sql.calls.claim
@@ -304,9 +436,15 @@ class SqlLeases:
         return [await self._finish_tx(tx, f) for f in chunk]
 
     async def _finish_tx(self, tx: SqlClient, f: RunFinish) -> bool:
-        """``finish()``'s statements: True if ``f.token`` finished the run (now or before)."""
+        """``finish()``'s statements: True if ``f.token`` finished the run (now or before).
+
+        A run with no state at all is written finished by ``f.token`` (healed).
+        """
         s = self._sql
         if await tx.all(s.finish, (f.status, f.error, f.job, int(f.slot), f.token)):
+            return True
+        if await tx.all(s.heal_finish, (f.job, int(f.slot), f.token, f.status, f.error)):
+            _healed(f.job, f.slot)
             return True
         rows = await tx.all(s.state_of, (f.job, int(f.slot), f.token))
         return bool(rows) and rows[0][0] == "finished"
@@ -513,6 +651,8 @@ class SqlLeases:
         attempt, lease = int(attempt), int(lease)
         runner = None if runner is None else str(runner)
         if status == "running" and token == r.new_token and not released:
+            if self.durable is not None:  # written again: the synchronous commit confirms it
+                await tx.all(s.extend_lease, (lease, r.job, r.slot))
             return ClaimOutcome("won", attempt, runner, lease)  # a repeated call
         if status != "running" or token != r.token or bool(released):
             kind = "running" if status == "running" and token != r.token else "done"

@@ -112,6 +112,12 @@ class Statements:
             " WHERE job = ? AND slot = ? AND token = ? AND status = 'running' AND released = 0"
             " RETURNING slot"
         )
+        self.heal_finish = q(
+            f"INSERT INTO {runs} (job, slot, attempt, max_attempts, token, status, runner,"
+            " lease_expires_at, started_at, finished_at, released, outcome, error)"
+            f" VALUES (?, ?, 1, 1, ?, 'finished', '', {now}, {now}, {now}, 0, ?, ?)"
+            " ON CONFLICT (job, slot) DO NOTHING RETURNING slot"
+        )
         self.state_of = q(
             f"SELECT status, end_reason FROM {runs} WHERE job = ? AND slot = ? AND token = ?"
         )

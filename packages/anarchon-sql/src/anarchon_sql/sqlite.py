@@ -33,7 +33,7 @@ MIN_SQLITE = (3, 35, 0)
 """``RETURNING`` came in SQLite 3.35."""
 
 _SYNCHRONOUS = ("off", "normal", "full", "extra")
-_URL_OPTIONS = ("table_prefix", "timeout", "synchronous")
+_URL_OPTIONS = ("table_prefix", "timeout", "synchronous", "durability")
 
 
 class SqliteDialect(SqlDialect):
@@ -242,7 +242,8 @@ class SqliteBackend(SqlBackend):
     seconds, default 5: how long a write waits for another process's
     transaction), ``synchronous`` (``"full"`` by default; ``"normal"`` is
     about 3 times faster, and in WAL mode loses no data on an application crash,
-    only on power loss). URL: ``sqlite:///relative.db``,
+    only on power loss), ``durability`` (``"fast"`` only: one file has no
+    replica; ``"replicated"`` is refused). URL: ``sqlite:///relative.db``,
     ``sqlite:////abs/path.db``, ``sqlite:///:memory:``.
     """
 
@@ -256,6 +257,7 @@ class SqliteBackend(SqlBackend):
         table_prefix: str = DEFAULT_TABLE_PREFIX,
         timeout: float = 5.0,
         synchronous: str = "full",
+        durability: str = "fast",
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             if database is not None:
@@ -263,7 +265,7 @@ class SqliteBackend(SqlBackend):
             path, database = None, path
         if (path is None) == (database is None):
             raise InvalidConfigError("SqliteBackend needs exactly one of path= or database=")
-        super().__init__(dialect=SqliteDialect(), table_prefix=table_prefix)
+        super().__init__(dialect=SqliteDialect(), table_prefix=table_prefix, durability=durability)
         self.path: str | None = None if path is None else os.fspath(path)
         if database is not None and not is_sql_client(database):
             database = from_sqlite_database(database)
@@ -280,7 +282,7 @@ class SqliteBackend(SqlBackend):
         """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``.
 
         Query options (or keywords): ``table_prefix``, ``timeout`` (seconds),
-        ``synchronous``; any other is an ``InvalidConfigError``.
+        ``synchronous``, ``durability``; any other is an ``InvalidConfigError``.
         """
         parts = urlsplit(url)
         if parts.scheme.lower() != "sqlite":
@@ -309,6 +311,8 @@ class SqliteBackend(SqlBackend):
             kwargs["timeout"] = _parse_timeout(given["timeout"])
         if "synchronous" in given:
             kwargs["synchronous"] = given["synchronous"]
+        if "durability" in given:
+            kwargs["durability"] = given["durability"]
         return cls(path, **kwargs)
 
     def describe(self) -> str:

@@ -11,17 +11,19 @@ raises ``RuntimeError``: the tests fail loudly, they are never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from anarchon_testservers import cache
 from anarchon_testservers._net import free_port
 
-__all__ = ["PgServer", "find_pg_bin", "free_port", "start_postgres"]
+__all__ = ["PgServer", "find_pg_bin", "free_port", "start_postgres", "start_standby"]
 
 
 def find_pg_bin() -> str:
@@ -42,6 +44,132 @@ class PgServer:
     port: int
     database: str
     user_prefix: list[str]
+    options: list[str] = field(default_factory=list)
+
+    def _pg_ctl(self, *args: str) -> list[str]:
+        return [*self.user_prefix, os.path.join(self.bindir, "pg_ctl"), "-D", self.datadir, *args]
+
+    def psql(self, sql: str, database: str | None = None) -> str:
+        """Run ``sql`` with psql as ``postgres``; its output (unaligned, tuples only)."""
+        done = subprocess.run(
+            [
+                os.path.join(self.bindir, "psql"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                database or self.database,
+                "-At",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"psql failed ({done.returncode}): {done.stderr}")
+        return done.stdout.strip()
+
+    def set_synchronous_standby_names(self, names: str) -> None:
+        """``ALTER SYSTEM SET synchronous_standby_names`` and reload (``""`` for asynchronous)."""
+        quoted = names.replace("'", "''")
+        self.psql(f"ALTER SYSTEM SET synchronous_standby_names = '{quoted}'")
+        self.psql("SELECT pg_reload_conf()")
+
+    def postmaster_pid(self) -> int | None:
+        """The postmaster's pid (from ``postmaster.pid``), or None when it is not running."""
+        try:
+            with open(os.path.join(self.datadir, "postmaster.pid")) as f:
+                return int(f.readline().strip())
+        except (OSError, ValueError):
+            return None
+
+    def kill9(self) -> None:
+        """``kill -9`` the postmaster and every process it started (a crash of the host)."""
+        pid = self.postmaster_pid()
+        if pid is None:
+            return
+        children = subprocess.run(
+            ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        for target in [pid, *(int(c) for c in children)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(target, signal.SIGKILL)
+        give_up = time.monotonic() + 10
+        while time.monotonic() < give_up:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.02)
+
+    def promote(self, timeout: float = 60) -> None:
+        """Promote this standby to a primary and wait until it takes writes.
+
+        A promote request that arrives while the standby restarts after a
+        crashed child (a killed walreceiver) can be lost with the old startup
+        process: the request is sent again until the server leaves recovery.
+        """
+        give_up = time.monotonic() + timeout
+        while True:
+            subprocess.run(
+                self._pg_ctl("-w", "-t", "5", "promote"),
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
+            try:
+                if self.psql("SELECT pg_is_in_recovery()", database="postgres") == "f":
+                    return
+            except RuntimeError:  # starting up after the crash of a child
+                pass
+            if time.monotonic() > give_up:
+                raise RuntimeError("the standby did not leave recovery after pg_ctl promote")
+            time.sleep(0.2)
+
+    def walreceiver_pid(self) -> int:
+        """The pid of this standby's walreceiver (``pg_stat_wal_receiver``)."""
+        give_up = time.monotonic() + 30
+        while True:
+            out = self.psql("SELECT pid FROM pg_stat_wal_receiver")
+            if out:
+                return int(out.splitlines()[0])
+            if time.monotonic() > give_up:
+                raise RuntimeError("the standby has no walreceiver")
+            time.sleep(0.05)
+
+    def freeze_walreceiver(self) -> int:
+        """SIGSTOP the walreceiver: WAL stops arriving (the link is cut); returns its pid."""
+        pid = self.walreceiver_pid()
+        os.kill(pid, signal.SIGSTOP)
+        return pid
+
+    @staticmethod
+    def thaw(pid: int) -> None:
+        """SIGCONT a process frozen by :meth:`freeze_walreceiver`."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+    def wait_streaming(self, primary: PgServer, *, synchronous: bool, timeout: float = 30) -> None:
+        """Wait until ``primary`` lists this standby as streaming (and ``sync`` if asked)."""
+        want = "sync_state IN ('sync', 'quorum')" if synchronous else "true"
+        give_up = time.monotonic() + timeout
+        while True:
+            count = primary.psql(
+                f"SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND {want}"
+            )
+            if int(count or 0) > 0:
+                return
+            if time.monotonic() > give_up:
+                raise RuntimeError("the standby did not start streaming")
+            time.sleep(0.05)
 
     @property
     def dsn(self) -> str:
@@ -74,6 +202,12 @@ class PgServer:
 
     def stop(self) -> None:
         """Stop the server (fast shutdown) and delete its files."""
+        pid = self.postmaster_pid()
+        if pid is not None:  # a frozen walreceiver would hold the shutdown
+            for child in subprocess.run(
+                ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+            ).stdout.split():
+                self.thaw(int(child))
         subprocess.run(
             [
                 *self.user_prefix,
@@ -176,7 +310,7 @@ def start_postgres(*, fsync: bool = False, database: str = "anarchon_test") -> P
             pass
         shutil.rmtree(root, ignore_errors=True)
         raise RuntimeError(f"PostgreSQL did not start: {done.stdout}\n{done.stderr}\n{log}")
-    server = PgServer(bindir, datadir, root, port, database, user_prefix)
+    server = PgServer(bindir, datadir, root, port, database, user_prefix, options)
     try:
         _run(
             [
@@ -195,6 +329,85 @@ def start_postgres(*, fsync: bool = False, database: str = "anarchon_test") -> P
         server.stop()
         raise
     return server
+
+
+def start_standby(primary: PgServer, *, synchronous: bool = True) -> PgServer:
+    """A streaming standby of ``primary``: ``pg_basebackup -R`` on a free port, started.
+
+    With ``synchronous`` the primary's ``synchronous_standby_names`` becomes
+    ``'*'`` (every commit that asks for it waits for this standby); without,
+    the standby replicates asynchronously. Returns once the primary lists it
+    as streaming (``sync`` when asked).
+    """
+    root = tempfile.mkdtemp(prefix="anarchon-pg-standby-")
+    datadir = os.path.join(root, "data")
+    sockdir = os.path.join(root, "sock")
+    os.makedirs(sockdir)
+    if primary.user_prefix:
+        pw = cache.postgres_user()
+        for path in (root, sockdir):
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+    _run(
+        [
+            *primary.user_prefix,
+            os.path.join(primary.bindir, "pg_basebackup"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary.port),
+            "-U",
+            "postgres",
+            "-D",
+            datadir,
+            "-R",
+            "-X",
+            "stream",
+            "--no-sync",
+            "-c",
+            "fast",
+        ],
+        "pg_basebackup",
+    )
+    options = [o.replace(primary.root, root) for o in primary.options]
+    for _attempt in range(5):
+        port = free_port()
+        done = subprocess.run(
+            [
+                *primary.user_prefix,
+                os.path.join(primary.bindir, "pg_ctl"),
+                "-D",
+                datadir,
+                "-l",
+                os.path.join(root, "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                " ".join([f"-p {port}", *[o for o in options if o]]),
+                "start",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+        if done.returncode == 0:
+            break
+        time.sleep(0.2)
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+        raise RuntimeError(f"the standby did not start: {done.stdout}\n{done.stderr}")
+    standby = PgServer(
+        primary.bindir, datadir, root, port, primary.database, primary.user_prefix, options
+    )
+    try:
+        if synchronous:
+            primary.set_synchronous_standby_names("*")
+        standby.wait_streaming(primary, synchronous=synchronous)
+    except BaseException:
+        standby.stop()
+        raise
+    return standby
 
 
 if __name__ == "__main__":  # manual use: print a DSN and keep the server until Enter

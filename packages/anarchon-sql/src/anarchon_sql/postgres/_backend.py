@@ -20,6 +20,7 @@ one call of ``finish_save_many_v1`` (see :mod:`anarchon_sql.postgres._functions`
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -30,16 +31,21 @@ from anarchon_sql._backend import SqlBackend
 from anarchon_sql._client import SqlClient, is_sql_client
 from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, ParamStyle
 from anarchon_sql._driver_errors import redact_dsn, scrub, secrets_of_dsn
+from anarchon_sql._durability import DURABILITIES
 from anarchon_sql.postgres._deadline import DEFAULT_CALL_TIMEOUT_S, IdleCheck, with_libpq_defaults
 from anarchon_sql.postgres._dialect import PostgresDialect
+from anarchon_sql.postgres._durable import durable_calls
 from anarchon_sql.postgres._psycopg import PsycopgClient, ReadCommitted
+from anarchon_sql.postgres._replication import check_replication
 
 __all__ = ["PostgresBackend"]
+
+log = logging.getLogger("anarchon.sql")
 
 MIN_SERVER_VERSION = 110000
 """PostgreSQL 11 (``hashtextextended``)."""
 
-_OPTIONS = ("table_prefix", "pool_size", "pool_timeout", "call_timeout")
+_OPTIONS = ("table_prefix", "pool_size", "pool_timeout", "call_timeout", "durability")
 """anarchon's own options; every other URL option goes to libpq (which validates it)."""
 
 
@@ -93,9 +99,17 @@ class PostgresBackend(SqlBackend):
 
     The first positional argument may be any of them. What you pass in is
     never closed by ``close()``.
+
+    ``durability`` (keyword or URL option, default ``"fast"``): ``"replicated"``
+    commits claims, lease extensions and finishes with ``synchronous_commit``
+    on, confirms a claim whose commit is in doubt with a second synchronous
+    write (else answers it ``uncertain``), and is refused at ``init()`` when
+    the server has no ``synchronous_standby_names`` (docs/backends/sql.md,
+    "Durability").
     """
 
     name: ClassVar[str] = "postgresql"
+    durabilities: ClassVar[tuple[str, ...]] = DURABILITIES
 
     def __init__(
         self,
@@ -109,6 +123,7 @@ class PostgresBackend(SqlBackend):
         pool_timeout: float = _UNSET,
         call_timeout: float = _UNSET,
         paramstyle: ParamStyle = "format",
+        durability: str = _UNSET,
     ) -> None:
         if dsn is not None and not isinstance(dsn, str):
             given, dsn = dsn, None
@@ -141,7 +156,13 @@ class PostgresBackend(SqlBackend):
             prefix = table_prefix
         size = url_options.get("pool_size", 4) if pool_size is _UNSET else pool_size
         timeout = url_options.get("pool_timeout", 30.0) if pool_timeout is _UNSET else pool_timeout
-        super().__init__(dialect=PostgresDialect(paramstyle), table_prefix=prefix)
+        super().__init__(
+            dialect=PostgresDialect(paramstyle),
+            table_prefix=prefix,
+            durability=url_options.get("durability", "fast")
+            if durability is _UNSET
+            else durability,
+        )
         self.pool_size = _positive_int("pool_size", size)
         self.pool_timeout = _positive_float("pool_timeout", timeout)
         deadline = (
@@ -279,13 +300,43 @@ class PostgresBackend(SqlBackend):
                 f"PostgreSQL at {self.describe()} is version {version}; anarchon-sql needs 11+"
             )
         self.read_committed_default = isolation == "read committed"
+        if self.durability == "replicated":
+            await check_replication(client, self.describe())
+
+    def _install_durability(self) -> None:
+        """Replicated: the leases run the synchronous wrappers of the dialect's calls."""
+        if self.durability != "replicated":
+            self._leases.durable = None
+            return
+        calls = self._sql.calls
+        plain = {
+            "claim": calls.claim,
+            "claim_many": calls.claim_many,
+            "heartbeat_many": calls.heartbeat_many,
+            "finish_many": calls.finish_many,
+            "finish_save_many": calls.finish_save_many,
+        }
+        self._leases.durable = durable_calls(self.tables, self.dialect.placeholders, plain)
 
     async def init(self) -> None:
-        """Connect, check the server, create the tables and the claim function. Idempotent."""
+        """Connect, check the server, create the tables and the claim function. Idempotent.
+
+        With ``durability="replicated"``: refuse a server without
+        ``synchronous_standby_names`` (``InvalidConfigError``) and log what the
+        setting protects (INFO; WARNING when no synchronous standby streams).
+        """
+        self._install_durability()
         await super().init()
 
     def _working_client(self, client: SqlClient) -> SqlClient:
-        """On a server whose default isolation is not READ COMMITTED: transactions set it."""
+        """On a server whose default isolation is not READ COMMITTED: transactions set it.
+
+        Replicated: a psycopg client raises on a commit whose wait for the
+        standby the server cancelled (it is in doubt, and gets confirmed).
+        """
+        inner = client.inner if isinstance(client, ReadCommitted) else client
+        if isinstance(inner, PsycopgClient):
+            inner.confirm_commits = self.durability == "replicated"
         if self.read_committed_default or isinstance(client, ReadCommitted):
             return client
         return ReadCommitted(client)

@@ -13,6 +13,7 @@ from anarchon.errors import InvalidConfigError
 
 from anarchon_sql._client import SqlClient
 from anarchon_sql._dialect import ParamStyle, SqlDialect
+from anarchon_sql.postgres._durable import durable_functions
 from anarchon_sql.postgres._functions import (
     CLAIM_FUNCTION,
     CLAIM_MANY_FUNCTION,
@@ -72,7 +73,9 @@ class PostgresDialect(SqlDialect):
         return super().is_already_created(error)
 
     def extra_tables(self, table: Callable[[str], str]) -> list[str]:
-        """The functions ``<prefix>claim_v3`` and the batch functions (``claim_many_v3``, ``*_many_v1``)."""
+        """The functions ``<prefix>claim_v3``, the batch functions (``claim_many_v3``,
+        ``*_many_v1``/``_v2``) and their synchronous-commit wrappers (``*_durable_*``, see
+        :mod:`anarchon_sql.postgres._durable`)."""
         return [
             claim_function(table, self.now_ms),
             claim_many_function(table, self.now_ms),
@@ -80,6 +83,7 @@ class PostgresDialect(SqlDialect):
             finish_many_function(table, self.now_ms),
             save_many_function(table, self.now_ms),
             finish_save_many_function(table, self.now_ms),
+            *durable_functions(table),
         ]
 
     def claim_statement(self, table: Callable[[str], str]) -> str:
@@ -109,20 +113,21 @@ class PostgresDialect(SqlDialect):
         )
 
     def finish_many_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>finish_many_v1(arrays)``: ``(index, answer)`` rows.
+        """``SELECT ... FROM <prefix>finish_many_v2(arrays)``: ``(index, answer, healed)`` rows.
 
         An item not finished now is answered True when its run was already
-        finished by the same token (a retried finish), as ``finish()`` does.
+        finished by the same token (a retried finish), as ``finish()`` does,
+        or had no state (``healed``: a finished state is written).
         """
         return (
-            f"SELECT out_i, out_ok FROM {table(FINISH_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
+            f"SELECT out_i, out_ok, out_healed FROM {table(FINISH_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
             " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]))"
         )
 
     def finish_save_many_statement(self, table: Callable[[str], str]) -> str:
-        """``SELECT ... FROM <prefix>finish_save_many_v1(arrays)``: ``(index, answer)`` rows."""
+        """``SELECT ... FROM <prefix>finish_save_many_v2(arrays)``: ``(index, answer, healed)`` rows."""
         return (
-            f"SELECT out_i, out_ok FROM {table(FINISH_SAVE_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
+            f"SELECT out_i, out_ok, out_healed FROM {table(FINISH_SAVE_MANY_FUNCTION)}(CAST(? AS TEXT[]),"
             " CAST(? AS BIGINT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]),"
             " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]), CAST(? AS INTEGER[]),"
             " CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS TEXT[]), CAST(? AS BIGINT[]),"

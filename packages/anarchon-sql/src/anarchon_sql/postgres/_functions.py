@@ -9,7 +9,7 @@ and function names of the prefix, the server clock, shared fragments.
 - ``<prefix>claim_many_v3(arrays...)``: ``claim_v3`` for each item of a
   chunk, in one call; items are taken in the order of their job lock, items
   of one job in request order; each row carries the item's 1-based index;
-- ``<prefix>heartbeat_many_v1(...)`` and ``<prefix>finish_many_v1(...)``:
+- ``<prefix>heartbeat_many_v1(...)`` and ``<prefix>finish_many_v2(...)``:
   the single heartbeat's or finish's statements for each item, one
   primary-key update each (a set-based ``UPDATE ... FROM unnest()`` was
   planned as a nested loop over the whole table on fresh tables without
@@ -17,8 +17,13 @@ and function names of the prefix, the server clock, shared fragments.
 - ``<prefix>save_many_v1(arrays...)``: ``SqlBackend.save_result``'s
   transaction for each item of a chunk (finish a plain claim's state, upsert
   the result, count the save, trim history), in one call;
-- ``<prefix>finish_save_many_v1(arrays...)``: per item the finish and, if it
+- ``<prefix>finish_save_many_v2(arrays...)``: per item the finish and, if it
   answered True, the save (``RunStore.finish_and_save_many``), in one call.
+
+A finish that finds no state for its run writes it finished by its token
+(``out_healed``; docs/durability.md, "Finishes that heal"). The ``*_durable_*``
+functions of :mod:`anarchon_sql.postgres._durable` wrap these for
+``durability="replicated"``.
 
 Every batch function takes each item's job lock (``pg_advisory_xact_lock``)
 before touching its rows, in one global order (the lock key, then the slot),
@@ -53,8 +58,8 @@ CLAIM_FUNCTION = "claim_v3"
 CLAIM_MANY_FUNCTION = "claim_many_v3"
 SAVE_MANY_FUNCTION = "save_many_v1"
 HEARTBEAT_MANY_FUNCTION = "heartbeat_many_v1"
-FINISH_MANY_FUNCTION = "finish_many_v1"
-FINISH_SAVE_MANY_FUNCTION = "finish_save_many_v1"
+FINISH_MANY_FUNCTION = "finish_many_v2"
+FINISH_SAVE_MANY_FUNCTION = "finish_save_many_v2"
 
 
 @functools.cache
@@ -127,8 +132,8 @@ def _save_item(table: Callable[[str], str], now: str) -> str:
     )
 
 
-def _save_arrays() -> str:
-    """The parameters of ``save_many_v1`` (and the save half of ``finish_save_many_v1``)."""
+def save_arrays() -> str:
+    """The parameters of ``save_many_v1`` (and the save half of ``finish_save_many_v2``)."""
     return "\n" + sql_template("save_arrays")
 
 
@@ -148,7 +153,7 @@ def save_many_function(table: Callable[[str], str], now: str) -> str:
     """
     return "\n" + sql_template(SAVE_MANY_FUNCTION).format(
         function=table(SAVE_MANY_FUNCTION),
-        save_arrays=_save_arrays(),
+        save_arrays=save_arrays(),
         save_locals=_save_locals(),
         each_item=_each_item_locked(_prefix(table), "p", by_slot=False),
         runs=table("runs"),
@@ -176,7 +181,7 @@ def heartbeat_many_function(table: Callable[[str], str], now: str) -> str:
 
 def _finish_item(table: Callable[[str], str], now: str, arrays: str) -> str:
     """The statements finishing item ``i`` of the finish arrays (named ``<arrays>_jobs``, ...);
-    ``out_ok`` is the answer."""
+    ``out_ok`` is the answer, ``out_healed`` True when no state was found and one was written."""
     return "\n" + sql_template("finish_item").format(
         runs=table("runs"),
         now=now,
@@ -187,8 +192,8 @@ def _finish_item(table: Callable[[str], str], now: str, arrays: str) -> str:
     )
 
 
-def _finish_arrays(arrays: str) -> str:
-    """The finish parameters (``finish_many_v1`` keeps its ``p_`` names: a rolling deploy
+def finish_arrays(arrays: str) -> str:
+    """The finish parameters (``finish_many_v2`` keeps its ``p_`` names: a rolling deploy
     replaces the function, and PostgreSQL refuses to rename a parameter)."""
     return (
         f"\n    {arrays}_jobs text[], {arrays}_slots bigint[], {arrays}_tokens text[],"
@@ -197,27 +202,29 @@ def _finish_arrays(arrays: str) -> str:
 
 
 def finish_many_function(table: Callable[[str], str], now: str) -> str:
-    """``finish_many_v1``: the single finish for each item; ``(index, answer)``.
+    """``finish_many_v2``: the single finish for each item; ``(index, answer, healed)``.
 
     As ``SqlRunStore.finish``: True when the token's running run is finished
-    now, or was already finished by the same token (a retried finish).
+    now, or was already finished by the same token (a retried finish), or had
+    no state at all (then a finished state is written: ``healed``).
     """
     return "\n" + sql_template(FINISH_MANY_FUNCTION).format(
         function=table(FINISH_MANY_FUNCTION),
-        finish_arrays=_finish_arrays("p"),
+        finish_arrays=finish_arrays("p"),
         each_item=_each_item_locked(_prefix(table), "p", by_slot=True),
         finish_item=_finish_item(table, now, "p"),
     )
 
 
 def finish_save_many_function(table: Callable[[str], str], now: str) -> str:
-    """``finish_save_many_v1``: per item the finish of ``finish_many_v1`` and, if it answered
-    True, the save of ``save_many_v1``; ``(index, answer)``. A finished run and its result are
+    """``finish_save_many_v2``: per item the finish of ``finish_many_v2`` and, if it answered
+    True, the save of ``save_many_v1``; ``(index, answer, healed)``. A finished run and its
+    result are
     written in the same transaction (``RunStore.finish_and_save_many``)."""
     return "\n" + sql_template(FINISH_SAVE_MANY_FUNCTION).format(
         function=table(FINISH_SAVE_MANY_FUNCTION),
-        finish_arrays=_finish_arrays("f"),
-        save_arrays=_save_arrays(),
+        finish_arrays=finish_arrays("f"),
+        save_arrays=save_arrays(),
         save_locals=_save_locals(),
         each_item=_each_item_locked(_prefix(table), "f", by_slot=True),
         finish_item=_finish_item(table, now, "f"),

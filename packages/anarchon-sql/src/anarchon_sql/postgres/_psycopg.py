@@ -9,6 +9,7 @@ and run under the call deadline of :mod:`anarchon_sql.postgres._deadline`.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -23,6 +24,28 @@ from anarchon_sql.postgres._deadline import IdleCheck, bounded
 __all__ = ["PsycopgClient", "ReadCommitted"]
 
 T = TypeVar("T")
+
+_SYNC_WAIT = "wait for synchronous replication"
+"""In the WARNING of a commit whose wait for the standby the server cancelled (the commit
+is then local only: a cancel request, ``statement_timeout``, a shutdown)."""
+
+_watched: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+
+
+def _watch(conn: Any) -> list[str]:
+    """The list the notice handler of ``conn`` appends cancelled standby waits to (added once)."""
+    seen = _watched.get(conn)
+    if seen is None:
+        found: list[str] = []
+
+        def handler(diag: Any) -> None:
+            text = str(getattr(diag, "message_primary", "") or "")
+            if _SYNC_WAIT in text:
+                found.append(text)
+
+        conn.add_notice_handler(handler)
+        _watched[conn] = seen = found
+    return seen
 
 
 def _unavailable(error: BaseException, where: str) -> BackendUnavailableError | None:
@@ -90,6 +113,10 @@ class PsycopgClient:
         self.call_timeout = call_timeout if pool else None
         """Deadline of one call (pools only: a timed-out connection is dropped and replaced)."""
         self.check = check
+        self.confirm_commits = False
+        """Set by a replicated backend: a commit whose wait for the standby the server
+        cancelled (its WARNING) raises ``BackendUnavailableError`` (in doubt) instead of
+        answering as if it were confirmed."""
         self._lock = asyncio.Lock()
 
     @asynccontextmanager
@@ -114,12 +141,27 @@ class PsycopgClient:
 
         try:
             async with self._connection() as conn:
-                return await bounded(conn, lambda: run(conn), self.call_timeout, self.where)
+                return await self._bounded(conn, lambda: run(conn))
         except Exception as error:
             mapped = _unavailable(error, self.where)
             if mapped is None:
                 raise
             raise mapped from error
+
+    async def _bounded(self, conn: Any, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()`` under the call deadline; with ``confirm_commits``, an unconfirmed
+        commit raises."""
+        if not self.confirm_commits:
+            return await bounded(conn, call, self.call_timeout, self.where)
+        seen = _watch(conn)
+        seen.clear()
+        result = await bounded(conn, call, self.call_timeout, self.where)
+        if seen:
+            raise BackendUnavailableError(
+                f"PostgreSQL at {self.where}: the commit was not confirmed by a synchronous"
+                f" standby ({seen[0]}): it may be on the primary only"
+            )
+        return result
 
     async def transaction(self, fn: Callable[[SqlClient], Awaitable[T]]) -> T:
         """``BEGIN`` … ``COMMIT`` on one connection (``ROLLBACK`` if ``fn`` raises)."""
@@ -130,7 +172,7 @@ class PsycopgClient:
 
         try:
             async with self._connection() as conn:
-                return await bounded(conn, lambda: run(conn), self.call_timeout, self.where)
+                return await self._bounded(conn, lambda: run(conn))
         except Exception as error:
             mapped = _unavailable(error, self.where)
             if mapped is None:

@@ -1,5 +1,5 @@
 CREATE OR REPLACE FUNCTION {function}({finish_arrays},
-    OUT out_i integer, OUT out_ok boolean)
+    OUT out_i integer, OUT out_ok boolean, OUT out_healed boolean)
 RETURNS SETOF record
 LANGUAGE plpgsql VOLATILE AS $anarchon$
 DECLARE
