@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from anarchon.backend import kept_runs
+from anarchon.backend.foreign import stored_data, stored_int
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
@@ -156,10 +157,13 @@ class DedupeRuntime(Runtime):
         for key, reply in zip((runs, manual, results, trimmed), replies, strict=True):
             conn.check(reply, (key,))
         scheduled, manual_entries, members, horizon_raw = replies
-        horizon = int(text(horizon_raw)) if horizon_raw is not None else None
-        claims = claim_records(job, scheduled, manual=False)
-        claims += claim_records(job, manual_entries, manual=True)
-        stored = [r for r in (decode_result(m) for m in members) if r is not None]
+        horizon: int | None = None
+        if horizon_raw is not None:
+            with stored_data(trimmed, "the slot below which history is trimmed"):
+                horizon = stored_int(text(horizon_raw))
+        claims = claim_records(job, scheduled, key=runs, manual=False)
+        claims += claim_records(job, manual_entries, key=manual, manual=True)
+        stored = [r for r in (decode_result(results, m) for m in members) if r is not None]
         if horizon is not None:
             claims = [c for c in claims if c.slot >= horizon]
             stored = [r for r in stored if r.slot >= horizon]

@@ -276,7 +276,7 @@ class Scheduler(JobDeclarations):
         await self._open()
         parts = self._parts
         assert parts is not None
-        await parts.fleet.refresh_controls()
+        await parts.fleet.refresh_controls(wait=False)  # the wake-up loop waits for them
         await parts.fleet.declare()
         self._started = True
         self.events.start()
@@ -544,7 +544,7 @@ class Scheduler(JobDeclarations):
         return await skip_job(self.backend, name, job.schedule, count, self.instance_id)
 
     def _on_drift(self, job: str, fingerprints: dict[str, int]) -> None:
-        """Instances declare different schedules for ``job``: warn once (and emit ``schedule_drift``).
+        """Instances declare different schedules for ``job``: emit ``schedule_drift`` once.
 
         ``fingerprints`` maps each fingerprint to the number of instances that hold it.
         """
