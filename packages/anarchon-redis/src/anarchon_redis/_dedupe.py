@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from anarchon.backend import kept_runs
-from anarchon.backend.foreign import stored_data, stored_int
+from anarchon.backend.foreign import skip_unreadable, stored_int
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
@@ -158,9 +158,12 @@ class DedupeRuntime(Runtime):
             conn.check(reply, (key,))
         scheduled, manual_entries, members, horizon_raw = replies
         horizon: int | None = None
-        if horizon_raw is not None:
-            with stored_data(trimmed, "the slot below which history is trimmed"):
-                horizon = stored_int(text(horizon_raw))
+        if horizon_raw is not None:  # unreadable: reported, and nothing hidden by it
+            horizon = skip_unreadable(
+                trimmed,
+                "the slot below which history is trimmed",
+                lambda: stored_int(text(horizon_raw)),
+            )
         claims = claim_records(job, scheduled, key=runs, manual=False)
         claims += claim_records(job, manual_entries, key=manual, manual=True)
         stored = [r for r in (decode_result(results, m) for m in members) if r is not None]

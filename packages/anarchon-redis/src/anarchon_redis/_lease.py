@@ -29,7 +29,7 @@ from anarchon.backend import RunStore, StateRetention, kept_runs
 from anarchon.backend.foreign import entry_name, skip_unreadable, stored_data, stored_int
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
-from anarchon.errors import DedupeWindowError
+from anarchon.errors import BackendError, DedupeWindowError, ForeignDataError
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
     ActiveRun,
@@ -293,6 +293,10 @@ def _running_claim(job: str, key: str, slot: str, value: Any) -> ClaimRecord | N
     return skip_unreadable(entry_name(key, slot), "a run's state", parse)
 
 
+_LUA_DECODE = "Expected "
+"""How cjson's decode errors begin (``Expected value but found invalid token``...)."""
+
+
 class RedisRunStore(RunStore):
     """Leases on Redis/Valkey: every method is one Lua script, timed with the server's ``TIME``.
 
@@ -458,7 +462,16 @@ class RedisRunStore(RunStore):
         rt = self._rt
         conn = await rt.ready()
         keys = (rt.keys(job)[0], rt.legacy_keys(job)[0])
-        reply = list(await conn.evalsha(_lua.LEASE_ACTIVE, keys, ()))
+        try:
+            reply = list(await conn.evalsha(_lua.LEASE_ACTIVE, keys, ()))
+        except BackendError as error:
+            if _LUA_DECODE not in str(error):
+                raise
+            raise ForeignDataError(
+                f"{keys[0]} holds a run state that is not JSON anarchon wrote ({error.message});"
+                " another application may write there: use another prefix, or remove the key",
+                key=keys[0],
+            ) from None
         now = int(reply[0])
         runs = []
         for i in range(1, len(reply) - 4, 5):
