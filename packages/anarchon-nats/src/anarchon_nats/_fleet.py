@@ -27,6 +27,7 @@ import base64
 import json
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TypeVar
 
 from anarchon.backend.foreign import report_unreadable, stored_data, stored_flag, stored_int
@@ -201,8 +202,7 @@ class Fleet:
         with self._connection.driver_errors("fleet-wide controls"):
             found = await self._newest(nc, filters(self._prefix)[1])
         controls = (
-            _readable(lambda s=s, d=data, ms=ms: control_of(self._stream, s, d, ms))
-            for s, data, ms in found
+            _readable(partial(control_of, self._stream, s, data, ms)) for s, data, ms in found
         )
         return {c.job: c for c in controls if c is not None}
 
@@ -215,9 +215,7 @@ class Fleet:
         live: list[Declaration] = []
         expired: list[str] = []
         for subject, data, ms in found:
-            entry = _readable(
-                lambda s=subject, d=data, ms=ms: declaration_of(self._stream, s, d, ms)
-            )
+            entry = _readable(partial(declaration_of, self._stream, subject, data, ms))
             if entry is None:  # not ours: left as it is
                 continue
             if entry.expires_at > now:

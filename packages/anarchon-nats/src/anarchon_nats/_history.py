@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from functools import partial
 from typing import Any
 
 import nats.errors
@@ -118,15 +119,11 @@ class History:
         results: list[StoredResult] = []
         for subject, data in messages:
             if subject == claims_subject:
-                claim = skip_unreadable(
-                    subject, "a claim record", lambda d=data: _claim(job, json.loads(d))
-                )
+                claim = skip_unreadable(subject, "a claim record", partial(_claim_of, job, data))
                 if claim is not None:
                     claims.append(claim)
             elif subject == results_subject:
-                result = skip_unreadable(
-                    subject, "a result record", lambda d=data: _result(json.loads(d))
-                )
+                result = skip_unreadable(subject, "a result record", partial(_result_of, data))
                 if result is not None:
                     results.append(result)
         cap = self._store.stream.history_cap(job)
@@ -304,6 +301,14 @@ def _being_cancelled() -> bool:
 
 def _opt_int(value: Any) -> int | None:
     return None if value is None else stored_int(value)
+
+
+def _claim_of(job: str, data: bytes) -> ClaimRecord:
+    return _claim(job, json.loads(data))
+
+
+def _result_of(data: bytes) -> StoredResult:
+    return _result(json.loads(data))
 
 
 def _claim(job: str, row: Any) -> ClaimRecord:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from anarchon.backend.foreign import entry_name, skip_unreadable, stored_int
@@ -59,7 +60,7 @@ def _entries(key: str, reply: Any, now: int) -> tuple[list[Declaration], list[st
     expired: list[str] = []
     for field, raw in _pairs(reply):
         entry = skip_unreadable(
-            entry_name(key, field), "a declaration", lambda f=field, r=raw: _declaration(f, r)
+            entry_name(key, field), "a declaration", partial(_declaration, field, raw)
         )
         if entry is None:  # not ours: left as it is
             continue
@@ -118,7 +119,7 @@ async def controls(conn: Connection, prefix: str, where: str) -> dict[str, JobCo
     found: dict[str, JobControl] = {}
     for job, raw in _pairs(await conn.execute("HGETALL", key)):
         control = skip_unreadable(
-            entry_name(key, job), "a job's control", lambda j=job, r=raw: control_of(j, r)
+            entry_name(key, job), "a job's control", partial(control_of, job, raw)
         )
         if control is not None:
             found[job] = control

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from anarchon.backend.foreign import entry_name, skip_unreadable, stored_int
@@ -95,7 +96,7 @@ def claim_records(
     for entry in entries:
         entry_id, raw = entry[0], entry[1]
         record = skip_unreadable(
-            entry_name(key, text(entry_id)), "a claim", lambda i=entry_id, r=raw: parse(i, r)
+            entry_name(key, text(entry_id)), "a claim", partial(parse, entry_id, raw)
         )
         if record is not None:
             records.append(record)

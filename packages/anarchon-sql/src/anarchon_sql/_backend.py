@@ -17,6 +17,7 @@ import abc
 import inspect
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import ClassVar
 
 from anarchon.backend import Backend
@@ -376,7 +377,7 @@ class SqlBackend(Backend):
             rows = await client.all(self._fleet.of_job, (job,))
         table = self.tables("fleet")
         found = (
-            skip_unreadable(row_name(table, row), "a declaration", lambda r=row: declaration_of(r))
+            skip_unreadable(row_name(table, row), "a declaration", partial(declaration_of, row))
             for row in rows
         )
         return [d for d in found if d is not None]
@@ -403,7 +404,7 @@ class SqlBackend(Backend):
         client = await self._session.ready()
         table = self.tables("controls")
         found = (
-            skip_unreadable(row_name(table, row), "a job's control", lambda r=row: control_of(r))
+            skip_unreadable(row_name(table, row), "a job's control", partial(control_of, row))
             for row in await client.all(self._fleet.controls, ())
         )
         return {c.job: c for c in found if c is not None}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from anarchon.backend import StateRetention
@@ -95,7 +96,7 @@ class SqlHistory:
             c
             for c in (
                 skip_unreadable(
-                    _row_name(claims_table, job, row), "a claim", lambda r=row: _claim(job, r)
+                    _row_name(claims_table, job, row), "a claim", partial(_claim, job, row)
                 )
                 for row in claim_rows
             )
@@ -105,7 +106,7 @@ class SqlHistory:
             r
             for r in (
                 skip_unreadable(
-                    _row_name(results_table, job, row), "a run's result", lambda r=row: _result(r)
+                    _row_name(results_table, job, row), "a run's result", partial(_result, row)
                 )
                 for row in result_rows
             )

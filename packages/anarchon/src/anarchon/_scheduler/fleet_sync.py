@@ -31,7 +31,7 @@ from anarchon.backend.base import Backend
 from anarchon.clock import Clock
 from anarchon.errors import AnarchonError, UnsupportedError
 from anarchon.events import EventBus, job_zone
-from anarchon.fleet.controls import skip_reason
+from anarchon.fleet.controls import SKIP_LEAD_MS, skip_reason
 from anarchon.fleet.fingerprints import describe_schedule, fingerprint
 from anarchon.fleet.types import Declaration, JobControl
 from anarchon.jobs import Job
@@ -280,7 +280,12 @@ class FleetSync:
 
     def skip_reason(self, job: str, slot: int) -> str | None:
         """Why the controls skip ``(job, slot)``, or None to run it."""
-        return skip_reason(self._controls.get(job), slot)
+        control = self._controls.get(job)
+        if control is None:
+            return None
+        known = self.jobs.get(job)
+        lead = SKIP_LEAD_MS if self.backend.runs is not None else 0
+        return skip_reason(control, slot, known.schedule if known is not None else None, lead)
 
 
 def report_drift(
