@@ -578,3 +578,44 @@ async def test_last_run_says_claimed_until_the_slot() -> None:
     assert rows["later"].last_run.status == "claimed"
     assert rows["now"].last_run is not None
     assert rows["now"].last_run.status == "running"
+
+
+async def test_drift_of_many_jobs_is_one_line_and_its_end_another(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A deploy changing 30 jobs: one summary line per instance, not 30; then one when it ends."""
+    backend = MemoryBackend()
+
+    async def noop(ctx: RunContext) -> None:
+        return None
+
+    a = Scheduler(backend, instance_id="a", fleet_refresh="300ms")
+    b = Scheduler(backend, instance_id="b", fleet_refresh="300ms")
+    for n in range(30):
+        a.every(f"job-{n:02d}", "1h", noop)
+        b.every(f"job-{n:02d}", "2h", noop)
+    caplog.set_level(logging.INFO, logger="anarchon")
+    await a.start()
+    await b.start()
+
+    def lines(instance: str, text: str) -> list[logging.LogRecord]:
+        return [
+            r
+            for r in caplog.records
+            if text in r.getMessage() and r.__dict__.get("instance") == instance
+        ]
+
+    try:
+        await _until(lambda: lines("a", "schedule drift on"))
+        await asyncio.sleep(1.0)  # more refreshes, the same drift: no new line
+        await b.stop()  # its declarations expire (3 refreshes): the drift ends
+        await _until(lambda: lines("a", "schedule drift ended"), 10)
+    finally:
+        await a.stop()
+        await b.stop()
+    summary = lines("a", "schedule drift on")
+    assert len(summary) == 1, [r.getMessage() for r in summary]
+    assert summary[0].levelno == logging.WARNING
+    assert "30 job(s)" in summary[0].getMessage()
+    assert "and 25 more" in summary[0].getMessage()
+    assert len(lines("a", "schedule drift ended")) == 1

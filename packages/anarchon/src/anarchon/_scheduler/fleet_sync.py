@@ -12,8 +12,8 @@ once at DEBUG and scheduling goes on without it.
 Until the controls were read once, nothing is claimed: a wake-up with due
 slots retries the read with backoff for up to :data:`CONTROLS_WAIT_S`, so a
 restarted instance never runs a paused job because its first read failed.
-After that it claims without them and logs an ERROR (docs/fleet.md, "When
-the controls cannot be read"). Drift is logged as one summary line when the
+After that it claims without them and logs an ERROR (docs/fleet.md,
+"Pause, resume and skip"). Drift is logged as one summary line when the
 set of drifting jobs changes, and one line when it ends; each job's
 ``schedule_drift`` event is emitted once per drift, as before.
 """

@@ -214,9 +214,11 @@ async def control_command(args: argparse.Namespace) -> int:
         state = "paused" if control.paused else "running"
         skip = ""
         if args.command == "skip" and control.skip_until is not None and first is not None:
-            skip = (
-                f", skips the slots from {_iso(first)} to {_iso(control.skip_until)} (UTC)"
-                " (earlier ones are already claimed)"
+            slots = (
+                f"the slot {_iso(first)}"
+                if first == control.skip_until
+                else f"the slots from {_iso(first)} to {_iso(control.skip_until)}"
             )
+            skip = f", skips {slots} (UTC; earlier ones may be claimed already)"
         print(f"{args.job}: {state}{skip} (store {redact_url(args.backend)})")
     return 0
