@@ -120,6 +120,10 @@ def test_pause_resume_and_skip_write_the_control(store: str) -> None:
     nxt = status["beta"]["next_slot"]
     # two slots of a daily cron: the one after the next (23-25 h later across a DST change)
     assert abs(skipped["skip_until"] - nxt - 86_400_000) <= 3_600_000
+    assert skipped["first_skipped"] == nxt  # a daily slot hours away is claimed by nobody yet
+    text = _cli("skip", "beta", "--backend", store)
+    assert text.returncode == 0, text.stderr
+    assert "skips the slot " in text.stdout  # the third one, after the two skipped above
     drifted = _cli("skip", "alpha", "--backend", store)
     assert drifted.returncode == 2
     assert "ANARCHON_INVALID_CONFIG" in drifted.stderr
