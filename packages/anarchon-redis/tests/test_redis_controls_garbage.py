@@ -13,6 +13,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -141,3 +142,34 @@ def test_after_the_wait_an_instance_claims_without_controls_and_says_so(
     assert ran.count("job") >= 2
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("claiming without them" in m for m in errors), errors
+
+
+def test_a_garbage_trimmed_key_is_reported_not_raised(
+    redis_server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``strategy=script``: ``<job>:trimmed`` holding ``1e400`` (which Lua reads as inf)."""
+    from anarchon.types import ClaimInput, StoredResult
+
+    prefix = f"t{uuid.uuid4().hex[:8]}:"
+    caplog.set_level(logging.WARNING)
+
+    async def main() -> list[int]:
+        backend = RedisBackend(redis_server.url, prefix=prefix, strategy="script")
+        await backend.init()
+        try:
+            await backend.prepare_job("job", 2)
+            conn = await backend.connection()
+            await conn.execute("SET", f"{prefix}job:trimmed", "1e400")
+            base = (time.time_ns() // 1_000_000_000 - 20) * 1000  # within the window
+            for n in range(12):  # trims run as results are saved
+                slot = base + n * 1000
+                assert await backend.claim(ClaimInput("job", slot, f"t{n}", "i", 2))
+                await backend.save_result("job", StoredResult(slot, f"t{n}", "i", "ok"), 2)
+            return [r.slot for r in await backend.history("job", 10)]
+        finally:
+            await backend.close()
+
+    slots = asyncio.run(main())
+    assert slots
+    reported = {r.__dict__.get("foreign_key") for r in caplog.records}
+    assert f"{prefix}job:trimmed" in reported

@@ -133,11 +133,18 @@ class DedupeRuntime(Runtime):
             _lua.SET_MAX, [((self.keys(job)[3],), (cut,)) for job, cut in cuts]
         )
         removes = [
-            ("ZREMRANGEBYSCORE", self.keys(job)[2], "-inf", f"({int(text(horizon))}")
-            for (job, _cut), horizon in zip(cuts, horizons, strict=True)
+            ("ZREMRANGEBYSCORE", self.keys(job)[2], "-inf", f"({self._horizon(job, cut, horizon)}")
+            for (job, cut), horizon in zip(cuts, horizons, strict=True)
         ]
         for remove, reply in zip(removes, await conn.pipeline(removes), strict=True):
             conn.check(reply, (remove[1],))
+
+    def _horizon(self, job: str, cut: int, horizon: Any) -> int:
+        """The stored horizon ``SET_MAX`` answered; the cut if it is not a number we wrote."""
+        key = self.keys(job)[3]
+        what = "the slot below which history is trimmed"
+        found = skip_unreadable(key, what, lambda: stored_int(text(horizon)))
+        return cut if found is None else found
 
     async def history(self, job: str, limit: int) -> list[RunRecord]:
         """Recent runs of ``job`` (scheduled and manual), newest first."""
