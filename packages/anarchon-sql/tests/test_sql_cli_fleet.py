@@ -217,7 +217,7 @@ def test_a_garbage_control_row_hides_no_pause(sqlite_path: str) -> None:
 
     asyncio.run(restarted())
     assert "paused" not in ran
-    assert ran.count("free") >= 4
+    assert ran.count("free") >= 2  # the other jobs run
     status = _cli("status", "--backend", url, "--json")
     assert status.returncode == 0, status.stderr
     assert "anarchon_controls[job='zzz']" in status.stderr
