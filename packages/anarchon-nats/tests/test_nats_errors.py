@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -134,7 +135,12 @@ def test_a_foreign_message_holding_a_claim_id_is_named(
     _run(body)
 
 
-def test_a_foreign_message_in_history_is_named(nats_url: str, stream: str, prefix: str) -> None:
+def test_a_foreign_message_in_history_is_skipped_and_named(
+    nats_url: str, stream: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A message that is not a record: history keeps the readable ones and reports it once."""
+    caplog.set_level(logging.WARNING)
+
     async def body() -> None:
         backend = NatsBackend(nats_url, stream=stream, prefix=prefix)
         slot = _slot()
@@ -143,13 +149,18 @@ def test_a_foreign_message_in_history_is_named(nats_url: str, stream: str, prefi
             await backend.save_result("hist", StoredResult(slot, "t", "i", "ok"), 1000)
             assert len(await backend.history("hist", 10)) == 1
             await _publish(nats_url, f"{prefix}hist.results", b"[1, 2]")
-            with pytest.raises(ForeignDataError, match="not an anarchon result") as caught:
-                await backend.history("hist", 10)
-            assert caught.value.key == f"{prefix}hist.results"
+            for _ in range(2):
+                assert [r.status for r in await backend.history("hist", 10)] == ["ok"]
         finally:
             await backend.close()
 
     _run(body)
+    reports = [
+        r for r in caplog.records if r.__dict__.get("foreign_key") == f"{prefix}hist.results"
+    ]
+    assert len(reports) == 1
+    assert "ANARCHON_FOREIGN_DATA" in reports[0].getMessage()
+    assert "a result record" in reports[0].getMessage()
 
 
 # Driver errors ----------------------------------------------------------------------

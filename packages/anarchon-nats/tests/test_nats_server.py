@@ -263,7 +263,7 @@ def test_format_marker_is_written_once(nats_url: str, stream: str, prefix: str) 
     assert _run(body) == [1]
 
 
-@pytest.mark.parametrize("marker", [b'{"format": 2}', b"not json"])
+@pytest.mark.parametrize("marker", [b'{"format": 2}', b"not json", b'{"format": 1e400}'])
 def test_newer_or_unreadable_format_is_refused(
     nats_url: str, stream: str, prefix: str, marker: bytes
 ) -> None:

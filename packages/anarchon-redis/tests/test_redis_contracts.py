@@ -25,6 +25,7 @@ from anarchon.testing import (
     LeaseContract,
     LeaseModelContract,
 )
+from anarchon.testing.contracts.foreign import ForeignDataContract
 from anarchon.testing.contracts.scenarios import ScenarioContract
 from anarchon_redis import RedisBackend, ValkeyBackend
 from anarchon_redis.backend import RedisBackendBase
@@ -36,9 +37,42 @@ def _backend(server: Server, strategy: str, prefix: str) -> RedisBackendBase:
     return cls(server.url, strategy=strategy, prefix=prefix)
 
 
-class _Base(BackendContract, FleetContract):
+async def _write_garbage(backend: Backend, job: str, slot: int) -> list[str]:
+    """Garbage in every key the strategy owns for ``job``, and in the shared hashes."""
+    assert isinstance(backend, RedisBackendBase)
+    conn = await backend.connection()
+    places: list[str] = []
+    runtime: Any = backend._runtime
+    legacy = runtime.legacy_keys(job) if hasattr(runtime, "legacy_keys") else ()
+    for key, kind in runtime.key_types(job).items():
+        if key in legacy:  # read only by the upgrade in prepare_job()
+            continue
+        if kind == "hash":
+            await conn.execute("HSET", key, str(slot), "{bad", "~act", str(slot))
+            places.append(f"{key}[{slot}]")
+        elif kind == "stream":
+            await conn.execute("XADD", key, "*", "slot", "1e400", "not", "a claim")
+            places.append(key)
+        elif kind == "zset":
+            await conn.execute("ZADD", key, slot, '{"slot":1e400,"token":"t","status":"ok"}')
+            places.append(key)
+        elif kind == "string":
+            await conn.execute("SET", key, "1e400")
+            places.append(key)
+    controls, fleet = backend.prefix + "controls", backend.prefix + "fleet"
+    bad, big = f"{job}~bad", f"{job}~big"
+    await conn.execute("HSET", controls, bad, "{bad", big, '{"p":1e400,"u":null}')
+    await conn.execute("HSET", fleet, f"{bad}\ni-9", "1e400")
+    return [*places, f"{controls}[{bad}]", f"{controls}[{big}]", f"{fleet}[{bad}\ni-9]"]
+
+
+class _Base(BackendContract, FleetContract, ForeignDataContract):
     kind = "redis"
     strategy = "lease"
+
+    async def write_garbage(self, backend: Backend, job: str, slot: int) -> list[str]:
+        """Garbage in every key of the strategy."""
+        return await _write_garbage(backend, job, slot)
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
         """New clients of the same server and prefix, one per thread."""

@@ -120,6 +120,10 @@ def test_pause_resume_and_skip_write_the_control(store: str) -> None:
     nxt = status["beta"]["next_slot"]
     # two slots of a daily cron: the one after the next (23-25 h later across a DST change)
     assert abs(skipped["skip_until"] - nxt - 86_400_000) <= 3_600_000
+    assert skipped["first_skipped"] == nxt  # a daily slot hours away is claimed by nobody yet
+    text = _cli("skip", "beta", "--backend", store)
+    assert text.returncode == 0, text.stderr
+    assert "skips the slot " in text.stdout  # the third one, after the two skipped above
     drifted = _cli("skip", "alpha", "--backend", store)
     assert drifted.returncode == 2
     assert "ANARCHON_INVALID_CONFIG" in drifted.stderr
@@ -172,3 +176,53 @@ def test_version() -> None:
     done = _cli("--version")
     assert done.returncode == 0
     assert done.stdout.startswith("anarchon ")
+
+
+def test_a_garbage_control_row_hides_no_pause(sqlite_path: str) -> None:
+    """A row of garbage in the controls table: a restarted instance keeps the pause, the CLI works."""
+    import sqlite3
+
+    from anarchon import RunContext, Scheduler
+
+    url = f"sqlite:///{sqlite_path}"
+    ran: list[str] = []
+
+    async def tick(ctx: RunContext) -> None:
+        ran.append(ctx.job)
+
+    def make() -> Scheduler:
+        scheduler = Scheduler(SqliteBackend(sqlite_path), instance_id="r")
+        scheduler.every("paused", "200ms", tick, jitter=0)
+        scheduler.every("free", "200ms", tick, jitter=0)
+        return scheduler
+
+    async def first_life() -> None:
+        scheduler = make()
+        await scheduler.start()
+        await scheduler.pause("paused")
+        await scheduler.stop()
+
+    asyncio.run(first_life())
+    with sqlite3.connect(sqlite_path) as db:
+        db.execute(
+            "INSERT INTO anarchon_controls (job, paused, skip_until) VALUES ('zzz', 'x', '1e400')"
+        )
+    ran.clear()
+
+    async def restarted() -> None:
+        scheduler = make()
+        await scheduler.start()
+        await asyncio.sleep(1.5)
+        await scheduler.stop()
+
+    asyncio.run(restarted())
+    assert "paused" not in ran
+    assert ran.count("free") >= 2  # the other jobs run
+    status = _cli("status", "--backend", url, "--json")
+    assert status.returncode == 0, status.stderr
+    assert "anarchon_controls[job='zzz']" in status.stderr
+    rows = {row["job"]: row for row in json.loads(status.stdout)}
+    assert rows["paused"]["paused"] is True
+    for command in ("pause", "resume"):
+        done = _cli(command, "free", "--backend", url)
+        assert done.returncode == 0, done.stderr

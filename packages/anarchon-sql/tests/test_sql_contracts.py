@@ -26,6 +26,7 @@ from anarchon.testing import (
     LeaseContract,
     LeaseModelContract,
 )
+from anarchon.testing.contracts.foreign import ForeignDataContract
 from anarchon.testing.contracts.scenarios import (
     ClockStepScenarios,
     ControlScenarios,
@@ -37,6 +38,7 @@ from anarchon.testing.contracts.scenarios import (
     StopBoundScenarios,
 )
 from anarchon_sql import PostgresBackend, SqliteBackend
+from anarchon_sql._backend import SqlBackend
 from anarchon_testservers.postgres import PgServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "threaded_sqlite.py"
@@ -52,7 +54,53 @@ def load_example() -> Any:
     return module
 
 
-class TestPostgres(BackendContract, LeaseContract, FleetContract):
+async def _write_garbage(backend: Backend, job: str, slot: int) -> list[str]:
+    """Garbage in every table the backend reads; a typed column that refuses it is skipped."""
+    assert isinstance(backend, SqlBackend)
+    client = await backend._session.ready()
+    t, q = backend.tables, backend.dialect.placeholders
+    big = "9000000000000000000"
+    writes = [
+        (
+            f"{t('controls')}[job='{job}~bad']",
+            f"INSERT INTO {t('controls')} (job, paused) VALUES ('{job}~bad', '{{bad')",
+        ),
+        (
+            f"{t('controls')}[job='{job}~big']",
+            f"INSERT INTO {t('controls')} (job, paused) VALUES ('{job}~big', 7)",
+        ),
+        (
+            f"{t('fleet')}[job='{job}~bad' instance_id='i-9']",
+            f"INSERT INTO {t('fleet')} (job, instance_id, fingerprint, schedule, seen_at,"
+            f" expires_at) VALUES ('{job}~bad', 'i-9', 'f', 's', '1e400', {big})",
+        ),
+        (
+            t("claims"),
+            f"INSERT INTO {t('claims')} (job, token, slot, attempt, instance_id, claimed_at,"
+            f" manual) VALUES ('{job}', 'garbage', '{{bad', 1, 'i', 0, 0)",
+        ),
+        (
+            t("results"),
+            f"INSERT INTO {t('results')} (job, token, slot, attempt, instance_id, status,"
+            f" manual) VALUES ('{job}', 'garbage', '1e400', 1, 'i', 'ok', 0)",
+        ),
+        (
+            t("runs"),
+            f"UPDATE {t('runs')} SET released = '{{bad', status = 'running',"
+            f" lease_expires_at = '{{bad' WHERE job = '{job}'",
+        ),
+    ]
+    places = []
+    for place, statement in writes:
+        try:
+            await client.all(q(statement), ())
+        except Exception:  # a typed column refuses it: nothing unreadable can be there
+            continue
+        places.append(place)
+    return places
+
+
+class TestPostgres(BackendContract, LeaseContract, FleetContract, ForeignDataContract):
     """``PostgresBackend`` from a URL: it opens (and closes) its own pool."""
 
     @pytest.fixture
@@ -62,6 +110,10 @@ class TestPostgres(BackendContract, LeaseContract, FleetContract):
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
         return [PostgresBackend(self.dsn) for _ in range(count)]
+
+    async def write_garbage(self, backend: Backend, job: str, slot: int) -> list[str]:
+        """Garbage wherever PostgreSQL's column types let it in."""
+        return await _write_garbage(backend, job, slot)
 
 
 class TestPostgresNotReadCommitted(LeaseContract):
@@ -73,7 +125,7 @@ class TestPostgresNotReadCommitted(LeaseContract):
         return PostgresBackend.from_url(f"{pg_dsn}?{options}&table_prefix=serial_")
 
 
-class TestSqlite(BackendContract, LeaseContract, FleetContract):
+class TestSqlite(BackendContract, LeaseContract, FleetContract, ForeignDataContract):
     """``SqliteBackend`` on a temp file (aiosqlite, WAL)."""
 
     @pytest.fixture
@@ -83,6 +135,10 @@ class TestSqlite(BackendContract, LeaseContract, FleetContract):
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
         return [SqliteBackend(self.path) for _ in range(count)]
+
+    async def write_garbage(self, backend: Backend, job: str, slot: int) -> list[str]:
+        """Garbage in every table (SQLite stores any value in any column)."""
+        return await _write_garbage(backend, job, slot)
 
 
 class TestExampleSubclass(BackendContract, LeaseContract, FleetContract):

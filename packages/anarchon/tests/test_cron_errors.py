@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 from anarchon import AnarchonError, Cron, Every, InvalidJobError
-from anarchon.durations import Duration
+from anarchon.durations import Duration, to_ms
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -314,6 +314,17 @@ def test_bad_offset(offset: object) -> None:
     with pytest.raises(InvalidJobError) as info:
         Every("10s", offset=offset)  # type: ignore[arg-type]
     assert info.value.code == CODE
+
+
+@pytest.mark.parametrize("zero", [0, 0.0, "0", "00", "0.0", " 0 ", "0s", "0ms", timedelta(0)])
+def test_zero_jitter_in_every_spelling(zero: Duration) -> None:
+    """A bare ``"0"`` is zero like ``0`` and ``"0s"``; any other bare number needs a unit."""
+    assert to_ms(zero, what="jitter") == 0
+    with pytest.raises(InvalidJobError) as info:
+        to_ms("5", what="jitter")
+    assert info.value.field == "jitter"
+    with pytest.raises(InvalidJobError):
+        Every("0")
 
 
 CRON_ALPHABET = st.sampled_from(

@@ -518,3 +518,104 @@ async def test_resume_catch_up_acts_once_per_resume_and_waits_for_a_final_record
     bad = {"j": JobControl("j", paused_at=0, resumed_at=2**70)}
     await catch_up.check(bad)  # logged, nothing submitted, never raised into the wake-up loop
     assert len(submitted) == 1
+
+
+def test_skip_names_the_first_slot_not_claimed_yet() -> None:
+    """Within claim lead + control cache the next slot is claimed: skip starts after it."""
+    from anarchon.fleet.controls import first_skippable
+
+    now = 10_000_000
+    every_second = Every("1s")
+    first = first_skippable(every_second, now, lead_ms=2_000, cache_ms=1_000)
+    # lead on a 1 s job is a quarter of its period (250 ms): 10_000_000 + 1 s is
+    # claimed at most 1.25 s ahead of its time, so it is already taken.
+    assert first == now + 2_000
+    assert first_skippable(Every("1250ms"), 10_000_000 - 10_000_000 % 1250, 2_000, 1_000) == (
+        10_000_000 - 10_000_000 % 1250 + 2_500
+    )
+    assert first_skippable(Every("1h"), now, 2_000, 1_000) == Every("1h").next_after(now)
+    assert first_skippable(Every("1s"), now, 0, 0) == now + 1_000
+
+
+async def test_skip_next_skips_exactly_the_slot_it_names() -> None:
+    backend = MemoryBackend()
+    ran: list[int] = []
+
+    async def tick(ctx: RunContext) -> None:
+        ran.append(ctx.slot)
+
+    scheduler = Scheduler(backend, instance_id="s")
+    scheduler.every("job", "1s", tick, jitter=0)
+    await scheduler.start()
+    try:
+        await _until(lambda: len(ran) >= 1)
+        from anarchon.fleet.controls import skip_slots
+
+        control, first = await skip_slots(backend, "job", Every("1s"), 1, "test")
+        assert control.skip_until == first
+        await _until(lambda: any(slot > first for slot in ran), 10)
+    finally:
+        await scheduler.stop()
+    assert first not in ran
+    history = await backend.history("job", 50)
+    assert [(r.slot, r.reason) for r in history if r.status == "skipped"] == [(first, "skip_next")]
+
+
+async def test_last_run_says_claimed_until_the_slot() -> None:
+    from anarchon.fleet.status import fleet_status
+    from anarchon.fleet.types import Declaration
+    from anarchon.types import ClaimInput
+
+    backend = MemoryBackend()
+    await backend.init()
+    now = _wall_ms()
+    await backend.declare([Declaration("later", "i", "f" * 16, "every 60000ms", 0, 0)], 60_000)
+    await backend.declare([Declaration("now", "i", "f" * 16, "every 60000ms", 0, 0)], 60_000)
+    await backend.claim(ClaimInput("later", now + 30_000, "t1", "i"))
+    await backend.claim(ClaimInput("now", now - 1_000, "t2", "i"))
+    rows = {row.job: row for row in await fleet_status(backend)}
+    assert rows["later"].last_run is not None
+    assert rows["later"].last_run.status == "claimed"
+    assert rows["now"].last_run is not None
+    assert rows["now"].last_run.status == "running"
+
+
+async def test_drift_of_many_jobs_is_one_line_and_its_end_another(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A deploy changing 30 jobs: one summary line per instance, not 30; then one when it ends."""
+    backend = MemoryBackend()
+
+    async def noop(ctx: RunContext) -> None:
+        return None
+
+    a = Scheduler(backend, instance_id="a", fleet_refresh="300ms")
+    b = Scheduler(backend, instance_id="b", fleet_refresh="300ms")
+    for n in range(30):
+        a.every(f"job-{n:02d}", "1h", noop)
+        b.every(f"job-{n:02d}", "2h", noop)
+    caplog.set_level(logging.INFO, logger="anarchon")
+    await a.start()
+    await b.start()
+
+    def lines(instance: str, text: str) -> list[logging.LogRecord]:
+        return [
+            r
+            for r in caplog.records
+            if text in r.getMessage() and r.__dict__.get("instance") == instance
+        ]
+
+    try:
+        await _until(lambda: lines("a", "schedule drift on"))
+        await asyncio.sleep(1.0)  # more refreshes, the same drift: no new line
+        await b.stop()  # its declarations expire (3 refreshes): the drift ends
+        await _until(lambda: lines("a", "schedule drift ended"), 10)
+    finally:
+        await a.stop()
+        await b.stop()
+    summary = lines("a", "schedule drift on")
+    assert len(summary) == 1, [r.getMessage() for r in summary]
+    assert summary[0].levelno == logging.WARNING
+    assert "30 job(s)" in summary[0].getMessage()
+    assert "and 25 more" in summary[0].getMessage()
+    assert len(lines("a", "schedule drift ended")) == 1

@@ -15,7 +15,8 @@ base64 of the UTF-8 name, so any job or instance id is one subject token:
 
 Job subjects are ``<prefix><job>.claims`` (two tokens), so these (three and
 four tokens under ``_fleet``) never collide with a job's. A message on them
-that is not such JSON raises ``ForeignDataError`` naming the subject.
+that is not such JSON is skipped and reported once, by its subject
+(:mod:`anarchon.backend.foreign`).
 :class:`Fleet` publishes and reads them for the backend.
 """
 
@@ -25,8 +26,11 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TypeVar
 
+from anarchon.backend.foreign import report_unreadable, stored_data, stored_flag, stored_int
 from anarchon.errors import ForeignDataError
 from anarchon.fleet.types import Declaration, JobControl
 from nats.aio.client import Client
@@ -48,6 +52,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("anarchon.nats")
+
+T = TypeVar("T")
 
 
 def _b64(name: str) -> str:
@@ -96,16 +102,13 @@ def control_payload(c: JobControl) -> bytes:
     )
 
 
-def _foreign(stream: str, subject: str, data: bytes) -> ForeignDataError:
-    return ForeignDataError(
-        f"stream {stream!r}: a message on {subject!r} is not anarchon fleet data: {data[:80]!r}",
-        key=subject,
-    )
+def _ms(value: object) -> int | None:
+    return None if value is None else stored_int(value)
 
 
 def declaration_of(stream: str, subject: str, data: bytes, stored_ms: int) -> Declaration:
-    """A stored declaration message as a :class:`Declaration`."""
-    try:
+    """A stored declaration message as a :class:`Declaration` (``ForeignDataError`` if not ours)."""
+    with stored_data(subject, f"a declaration (stream {stream!r})"):
         row = json.loads(data)
         return Declaration(
             str(row["job"]),
@@ -113,29 +116,32 @@ def declaration_of(stream: str, subject: str, data: bytes, stored_ms: int) -> De
             str(row["f"]),
             str(row["s"]),
             stored_ms,
-            stored_ms + int(row["ttl"]),
+            stored_ms + stored_int(row["ttl"]),
         )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise _foreign(stream, subject, data) from None
 
 
 def control_of(stream: str, subject: str, data: bytes, stored_ms: int) -> JobControl:
-    """A stored control message as a :class:`JobControl`."""
-    try:
+    """A stored control message as a :class:`JobControl` (``ForeignDataError`` if not ours)."""
+    with stored_data(subject, f"a job's control (stream {stream!r})"):
         row = json.loads(data)
-        skip, by = row["u"], row["by"]
-        paused_at, resumed_at = row.get("pa"), row.get("ra")
+        by = row["by"]
         return JobControl(
             str(row["job"]),
-            bool(row["p"]),
-            None if skip is None else int(skip),
+            stored_flag(row["p"]),
+            _ms(row["u"]),
             stored_ms,
             None if by is None else str(by),
-            paused_at=None if paused_at is None else int(paused_at),
-            resumed_at=None if resumed_at is None else int(resumed_at),
+            paused_at=_ms(row.get("pa")),
+            resumed_at=_ms(row.get("ra")),
         )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise _foreign(stream, subject, data) from None
+
+
+def _readable(parse: Callable[[], T]) -> T | None:
+    try:
+        return parse()
+    except ForeignDataError as error:
+        report_unreadable(error, log)
+        return None
 
 
 class Fleet:
@@ -195,8 +201,10 @@ class Fleet:
         nc = await self._store.client()
         with self._connection.driver_errors("fleet-wide controls"):
             found = await self._newest(nc, filters(self._prefix)[1])
-        controls = [control_of(self._stream, s, data, ms) for s, data, ms in found]
-        return {c.job: c for c in controls}
+        controls = (
+            _readable(partial(control_of, self._stream, s, data, ms)) for s, data, ms in found
+        )
+        return {c.job: c for c in controls if c is not None}
 
     async def _declared(self, nc: Client) -> tuple[list[Declaration], list[str]]:
         """Unexpired declarations, and the subjects of expired ones (by the newest stored time)."""
@@ -207,7 +215,9 @@ class Fleet:
         live: list[Declaration] = []
         expired: list[str] = []
         for subject, data, ms in found:
-            entry = declaration_of(self._stream, subject, data, ms)
+            entry = _readable(partial(declaration_of, self._stream, subject, data, ms))
+            if entry is None:  # not ours: left as it is
+                continue
             if entry.expires_at > now:
                 live.append(entry)
             else:

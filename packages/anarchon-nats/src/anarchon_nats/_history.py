@@ -2,7 +2,8 @@
 
 Results go to ``<prefix><job>.results``. History reads a job's claims and
 results subjects with a short-lived consumer (or every job's through one, for
-many jobs) and merges them with :func:`anarchon.build_history`.
+many jobs) and merges them with :func:`anarchon.build_history`. A message
+that is not such a record is skipped and reported once, by its subject.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from functools import partial
 from typing import Any
 
 import nats.errors
+from anarchon.backend.foreign import skip_unreadable, stored_int
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
-from anarchon.errors import BackendError, BackendUnavailableError, ForeignDataError
+from anarchon.errors import BackendError, BackendUnavailableError
 from anarchon.types import ClaimRecord, ResultWrite, RunRecord, StoredResult
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -127,41 +130,14 @@ class History:
                 and slot_part[1:].isdigit()
             ):
                 subject = claims_subject  # a compare-and-set claim: <claims>.<slot>
-            try:
-                row = json.loads(data)
-                if subject == claims_subject:
-                    claims.append(
-                        ClaimRecord(
-                            job=job,
-                            slot=int(row["slot"]),
-                            token=str(row["token"]),
-                            instance_id=str(row["instance_id"]),
-                            at=int(row["at"]),
-                            manual=bool(row.get("manual", False)),
-                        )
-                    )
-                elif subject == results_subject:
-                    results.append(
-                        StoredResult(
-                            slot=int(row["slot"]),
-                            token=str(row["token"]),
-                            instance_id=str(row["instance_id"]),
-                            status=str(row["status"]),
-                            started_at=_opt_int(row.get("started_at")),
-                            finished_at=_opt_int(row.get("finished_at")),
-                            error=None if row.get("error") is None else str(row["error"]),
-                            attempt=int(row.get("attempt") or 1),
-                            manual=bool(row.get("manual", False)),
-                            reason=None if row.get("reason") is None else str(row["reason"]),
-                        )
-                    )
-            except (ValueError, KeyError, TypeError, AttributeError) as error:
-                raise ForeignDataError(
-                    f"stream {self._stream!r}: a message on {subject!r} is not an anarchon"
-                    f" {'claim' if subject == claims_subject else 'result'} record:"
-                    f" {data[:80]!r}",
-                    key=subject,
-                ) from error
+            if subject == claims_subject:
+                claim = skip_unreadable(subject, "a claim record", partial(_claim_of, job, data))
+                if claim is not None:
+                    claims.append(claim)
+            elif subject == results_subject:
+                result = skip_unreadable(subject, "a result record", partial(_result_of, data))
+                if result is not None:
+                    results.append(result)
         cap = self._store.stream.history_cap(job)
         return build_history(job, claims, results, min(limit, cap))
 
@@ -336,4 +312,38 @@ def _being_cancelled() -> bool:
 
 
 def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    return None if value is None else stored_int(value)
+
+
+def _claim_of(job: str, data: bytes) -> ClaimRecord:
+    return _claim(job, json.loads(data))
+
+
+def _result_of(data: bytes) -> StoredResult:
+    return _result(json.loads(data))
+
+
+def _claim(job: str, row: Any) -> ClaimRecord:
+    return ClaimRecord(
+        job=job,
+        slot=stored_int(row["slot"]),
+        token=str(row["token"]),
+        instance_id=str(row["instance_id"]),
+        at=stored_int(row["at"]),
+        manual=bool(row.get("manual", False)),
+    )
+
+
+def _result(row: Any) -> StoredResult:
+    return StoredResult(
+        slot=stored_int(row["slot"]),
+        token=str(row["token"]),
+        instance_id=str(row["instance_id"]),
+        status=str(row["status"]),
+        started_at=_opt_int(row.get("started_at")),
+        finished_at=_opt_int(row.get("finished_at")),
+        error=None if row.get("error") is None else str(row["error"]),
+        attempt=stored_int(row.get("attempt") or 1),
+        manual=bool(row.get("manual", False)),
+        reason=None if row.get("reason") is None else str(row["reason"]),
+    )

@@ -210,7 +210,7 @@ class Stream:
                 data = found_message.data
                 try:
                     found = int(json.loads(data)["format"])
-                except (ValueError, KeyError, TypeError) as error:
+                except (ValueError, KeyError, TypeError, OverflowError) as error:  # 1e400 too
                     raise StoreFormatError(
                         f"stream {self.name!r} has an unreadable store format marker on"
                         f" {subject}: {data[:100]!r}"

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from anarchon.backend import kept_runs
+from anarchon.backend.foreign import skip_unreadable, stored_int
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
@@ -132,11 +133,18 @@ class DedupeRuntime(Runtime):
             _lua.SET_MAX, [((self.keys(job)[3],), (cut,)) for job, cut in cuts]
         )
         removes = [
-            ("ZREMRANGEBYSCORE", self.keys(job)[2], "-inf", f"({int(text(horizon))}")
-            for (job, _cut), horizon in zip(cuts, horizons, strict=True)
+            ("ZREMRANGEBYSCORE", self.keys(job)[2], "-inf", f"({self._horizon(job, cut, horizon)}")
+            for (job, cut), horizon in zip(cuts, horizons, strict=True)
         ]
         for remove, reply in zip(removes, await conn.pipeline(removes), strict=True):
             conn.check(reply, (remove[1],))
+
+    def _horizon(self, job: str, cut: int, horizon: Any) -> int:
+        """The stored horizon ``SET_MAX`` answered; the cut if it is not a number we wrote."""
+        key = self.keys(job)[3]
+        what = "the slot below which history is trimmed"
+        found = skip_unreadable(key, what, lambda: stored_int(text(horizon)))
+        return cut if found is None else found
 
     async def history(self, job: str, limit: int) -> list[RunRecord]:
         """Recent runs of ``job`` (scheduled and manual), newest first."""
@@ -156,10 +164,16 @@ class DedupeRuntime(Runtime):
         for key, reply in zip((runs, manual, results, trimmed), replies, strict=True):
             conn.check(reply, (key,))
         scheduled, manual_entries, members, horizon_raw = replies
-        horizon = int(text(horizon_raw)) if horizon_raw is not None else None
-        claims = claim_records(job, scheduled, manual=False)
-        claims += claim_records(job, manual_entries, manual=True)
-        stored = [r for r in (decode_result(m) for m in members) if r is not None]
+        horizon: int | None = None
+        if horizon_raw is not None:  # unreadable: reported, and nothing hidden by it
+            horizon = skip_unreadable(
+                trimmed,
+                "the slot below which history is trimmed",
+                lambda: stored_int(text(horizon_raw)),
+            )
+        claims = claim_records(job, scheduled, key=runs, manual=False)
+        claims += claim_records(job, manual_entries, key=manual, manual=True)
+        stored = [r for r in (decode_result(results, m) for m in members) if r is not None]
         if horizon is not None:
             claims = [c for c in claims if c.slot >= horizon]
             stored = [r for r in stored if r.slot >= horizon]

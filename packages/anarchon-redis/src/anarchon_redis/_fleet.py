@@ -10,17 +10,20 @@ so a cluster needs no hash tag):
   "at": updated_at, "by": updated_by, "pa": paused_at, "ra": resumed_at}``
   (``pa``/``ra`` may be missing: a control stored before they existed).
 
-A field that is not such JSON, or a key of another type, raises
-``ForeignDataError`` naming the key (the store-format guard).
+A key of another type raises ``ForeignDataError`` naming the key (the
+store-format guard). A field that is not such JSON is skipped and reported
+once, by key and field (:mod:`anarchon.backend.foreign`): the readable
+entries are returned as usual.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
-from anarchon.errors import ForeignDataError
+from anarchon.backend.foreign import entry_name, skip_unreadable, stored_int
 from anarchon.fleet.types import Declaration, JobControl
 
 from anarchon_redis._client import Connection, text
@@ -37,33 +40,30 @@ def _pairs(reply: Any) -> list[tuple[str, str]]:
     return [(text(items[i]), text(items[i + 1])) for i in range(0, len(items) - 1, 2)]
 
 
-def _foreign(key: str, where: str, field: str) -> ForeignDataError:
-    return ForeignDataError(
-        f"{where}: field {field!r} of {key!r} is not anarchon's fleet data; use another"
-        " prefix or remove the key",
-        key=key,
+def _declaration(field: str, raw: str) -> Declaration:
+    job, sep, instance = field.partition(_SEP)
+    if not sep:
+        raise ValueError("the field is not <job>\\n<instance>")
+    value = json.loads(raw)
+    return Declaration(
+        job,
+        instance,
+        str(value["f"]),
+        str(value["s"]),
+        stored_int(value["seen"]),
+        stored_int(value["exp"]),
     )
 
 
-def _entries(key: str, where: str, reply: Any, now: int) -> tuple[list[Declaration], list[str]]:
+def _entries(key: str, reply: Any, now: int) -> tuple[list[Declaration], list[str]]:
     live: list[Declaration] = []
     expired: list[str] = []
     for field, raw in _pairs(reply):
-        job, sep, instance = field.partition(_SEP)
-        try:
-            value = json.loads(raw)
-            entry = Declaration(
-                job,
-                instance,
-                str(value["f"]),
-                str(value["s"]),
-                int(value["seen"]),
-                int(value["exp"]),
-            )
-        except (ValueError, KeyError, TypeError):
-            raise _foreign(key, where, field) from None
-        if not sep:
-            raise _foreign(key, where, field)
+        entry = skip_unreadable(
+            entry_name(key, field), "a declaration", partial(_declaration, field, raw)
+        )
+        if entry is None:  # not ours: left as it is
+            continue
         if entry.expires_at > now:
             live.append(entry)
         else:
@@ -83,7 +83,7 @@ async def declare(
             value = {"f": d.fingerprint, "s": d.schedule, "seen": now, "exp": now + ttl_ms}
             args += [d.job + _SEP + d.instance_id, json.dumps(value, separators=(",", ":"))]
         await conn.execute("HSET", key, *args)
-    _, expired = _entries(key, where, await conn.execute("HGETALL", key), now)
+    _, expired = _entries(key, await conn.execute("HGETALL", key), now)
     if expired:
         await conn.execute("HDEL", key, *expired)
 
@@ -94,7 +94,7 @@ async def declarations(
     """Every unexpired declaration (of ``job``, or all)."""
     key = prefix + "fleet"
     now = await conn.time_ms()
-    live, _ = _entries(key, where, await conn.execute("HGETALL", key), now)
+    live, _ = _entries(key, await conn.execute("HGETALL", key), now)
     return [d for d in live if job is None or d.job == job]
 
 
@@ -114,31 +114,35 @@ async def set_control(conn: Connection, prefix: str, control: JobControl) -> Non
 
 
 async def controls(conn: Connection, prefix: str, where: str) -> dict[str, JobControl]:
-    """Every job's control."""
+    """Every job's readable control (an unreadable field is skipped and reported once)."""
     key = prefix + "controls"
-    return {
-        job: control_of(key, where, job, raw)
-        for job, raw in _pairs(await conn.execute("HGETALL", key))
-    }
+    found: dict[str, JobControl] = {}
+    for job, raw in _pairs(await conn.execute("HGETALL", key)):
+        control = skip_unreadable(
+            entry_name(key, job), "a job's control", partial(control_of, job, raw)
+        )
+        if control is not None:
+            found[job] = control
+    return found
 
 
 def _ms(value: Any) -> int | None:
-    return None if value is None else int(value)
+    return None if value is None else stored_int(value)
 
 
-def control_of(key: str, where: str, job: str, raw: str) -> JobControl:
-    """One field of ``<prefix>controls`` as a :class:`JobControl` (``ForeignDataError`` if not ours)."""
-    try:
-        value = json.loads(raw)
-        by = value["by"]
-        return JobControl(
-            job,
-            bool(value["p"]),
-            _ms(value["u"]),
-            _ms(value["at"]),
-            None if by is None else str(by),
-            paused_at=_ms(value.get("pa")),
-            resumed_at=_ms(value.get("ra")),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise _foreign(key, where, job) from None
+def control_of(job: str, raw: str) -> JobControl:
+    """One field of ``<prefix>controls`` as a :class:`JobControl` (parse errors raise)."""
+    value = json.loads(raw)
+    by = value["by"]
+    paused = value["p"]
+    if paused not in (0, 1) or isinstance(paused, float):
+        raise ValueError(f"p is not 0 or 1: {paused!r}")
+    return JobControl(
+        job,
+        bool(paused),
+        _ms(value["u"]),
+        _ms(value["at"]),
+        None if by is None else str(by),
+        paused_at=_ms(value.get("pa")),
+        resumed_at=_ms(value.get("ra")),
+    )

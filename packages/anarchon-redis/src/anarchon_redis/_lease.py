@@ -27,9 +27,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from anarchon.backend import RunStore, StateRetention, kept_runs
+from anarchon.backend.foreign import entry_name, skip_unreadable, stored_data, stored_int
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
-from anarchon.errors import DedupeWindowError
+from anarchon.errors import BackendError, DedupeWindowError, ForeignDataError
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
     ActiveRun,
@@ -288,37 +289,45 @@ class LeaseRuntime(Runtime):
         )
         conn.check(entries, (runs,))
         conn.check(members, (results,))
-        claims = claim_records(job, entries, manual=False)
+        claims = claim_records(job, entries, key=runs, manual=False)
         slots = [s for s in text(conn.check(act, (state,)) or "").split(",") if s]
         if slots:
             raw = conn.check(await conn.execute("HMGET", state, *slots), (state,))
             known = {c.token for c in claims}
             for slot, value in zip(slots, raw, strict=True):
-                claim = _running_claim(job, slot, value)
+                claim = _running_claim(job, state, slot, value)
                 if claim is not None and claim.token not in known:
                     claims.append(claim)
-        stored = [r for r in (decode_result(m) for m in members) if r is not None]
+        stored = [r for r in (decode_result(results, m) for m in members) if r is not None]
         return build_history(job, claims, stored, limit)
 
 
-def _running_claim(job: str, slot: str, value: Any) -> ClaimRecord | None:
-    """The claim record of a run in progress, from its run state (None if it ended)."""
+def _running_claim(job: str, key: str, slot: str, value: Any) -> ClaimRecord | None:
+    """The claim record of a run in progress, from its run state (None if it ended).
+
+    A state that is not ours is skipped and reported once, by key and field.
+    """
     if value is None:
         return None
-    try:
+
+    def parse() -> ClaimRecord | None:
         state = json.loads(value)
         if state.get("s") != "running":
             return None
         return ClaimRecord(
             job=job,
-            slot=int(slot),
+            slot=stored_int(slot),
             token=str(state["t"]),
             instance_id=str(state["r"]),
-            at=int(state["b"]),
-            attempt=int(state["a"]),
+            at=stored_int(state["b"]),
+            attempt=stored_int(state["a"]),
         )
-    except (ValueError, KeyError, TypeError):
-        return None
+
+    return skip_unreadable(entry_name(key, slot), "a run's state", parse)
+
+
+_LUA_DECODE = "Expected "
+"""How cjson's decode errors begin (``Expected value but found invalid token``...)."""
 
 
 class RedisRunStore(RunStore):
@@ -506,17 +515,27 @@ class RedisRunStore(RunStore):
         raw = await conn.execute("HGET", rt.keys(job)[0], str(int(slot)))
         if raw is None:
             return lease_state_of(token, None, False, False)
-        state = json.loads(raw)
-        return lease_state_of(
-            token, str(state.get("t")), state.get("s") == "running", bool(state.get("x"))
-        )
+        with stored_data(entry_name(rt.keys(job)[0], str(int(slot))), "a run's state"):
+            state = json.loads(raw)
+            return lease_state_of(
+                token, str(state.get("t")), state.get("s") == "running", bool(state.get("x"))
+            )
 
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
         rt = self._rt
         conn = await rt.ready()
         keys = (rt.keys(job)[0], rt.legacy_keys(job)[0])
-        reply = list(await conn.evalsha(_lua.LEASE_ACTIVE, keys, ()))
+        try:
+            reply = list(await conn.evalsha(_lua.LEASE_ACTIVE, keys, ()))
+        except BackendError as error:
+            if _LUA_DECODE not in str(error):
+                raise
+            raise ForeignDataError(
+                f"{keys[0]} holds a run state that is not JSON anarchon wrote ({error.message});"
+                " another application may write there: use another prefix, or remove the key",
+                key=keys[0],
+            ) from None
         now = int(reply[0])
         runs = []
         for i in range(1, len(reply) - 4, 5):

@@ -3,14 +3,18 @@
 Claims are stream entries (``slot``, ``token``, ``instance``, ...; the
 ``stream-id`` strategy keeps the slot in the entry ID), results JSON members of
 a sorted set scored by slot; history keeps about ``history_size`` runs.
+An entry that is not one of ours is skipped and reported once, named by its
+key and member or entry ID (:mod:`anarchon.backend.foreign`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
+from anarchon.backend.foreign import entry_name, skip_unreadable, stored_int
 from anarchon.types import ClaimInput, ClaimRecord, StoredResult
 
 from anarchon_redis._client import Connection, text
@@ -25,27 +29,30 @@ __all__ = [
 
 
 def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    return None if value is None else stored_int(value)
 
 
-def decode_result(member: Any) -> StoredResult | None:
-    """A stored result back from its JSON (None if it is not one of ours)."""
-    try:
-        data = json.loads(text(member))
-        return StoredResult(
-            slot=int(data["slot"]),
-            token=str(data["token"]),
-            instance_id=str(data.get("instance_id") or ""),
-            status=str(data["status"]),
-            started_at=_opt_int(data.get("started_at")),
-            finished_at=_opt_int(data.get("finished_at")),
-            error=data.get("error"),
-            attempt=int(data.get("attempt") or 1),
-            manual=bool(data.get("manual")),
-            reason=data.get("reason"),
-        )
-    except (ValueError, KeyError, TypeError):
-        return None
+def _result(member: Any) -> StoredResult:
+    data = json.loads(text(member))
+    error, reason = data.get("error"), data.get("reason")
+    return StoredResult(
+        slot=stored_int(data["slot"]),
+        token=str(data["token"]),
+        instance_id=str(data.get("instance_id") or ""),
+        status=str(data["status"]),
+        started_at=_opt_int(data.get("started_at")),
+        finished_at=_opt_int(data.get("finished_at")),
+        error=None if error is None else str(error),
+        attempt=stored_int(data.get("attempt") or 1),
+        manual=bool(data.get("manual")),
+        reason=None if reason is None else str(reason),
+    )
+
+
+def decode_result(key: str, member: Any) -> StoredResult | None:
+    """A stored result back from its JSON (None, reported once, if it is not one of ours)."""
+    name = entry_name(key, text(member)[:40])
+    return skip_unreadable(name, "a run's result", lambda: _result(member))
 
 
 def stream_fields(fields: Any) -> dict[str, str]:
@@ -58,37 +65,41 @@ def stream_fields(fields: Any) -> dict[str, str]:
 
 def entry_ms(entry_id: Any) -> int:
     """The millisecond part of a stream entry ID."""
-    return int(text(entry_id).partition("-")[0])
+    return stored_int(text(entry_id).partition("-")[0])
 
 
 def claim_records(
-    job: str, entries: Iterable[Any], *, manual: bool, slot_from_id: bool = False
+    job: str, entries: Iterable[Any], *, key: str, manual: bool, slot_from_id: bool = False
 ) -> list[ClaimRecord]:
-    """Claim records from stream entries ``(id, fields)``.
+    """Claim records from the stream ``key``'s entries ``(id, fields)``.
 
     Fields: ``slot`` (unless ``slot_from_id``), ``token``, ``instance``,
-    ``attempt``, ``manual``, ``at`` (else the entry ID's time).
+    ``attempt``, ``manual``, ``at`` (else the entry ID's time). An entry that
+    is not such a claim is skipped and reported once.
     """
+
+    def parse(entry_id: Any, raw: Any) -> ClaimRecord:
+        fields = stream_fields(raw)
+        slot = entry_ms(entry_id) if slot_from_id else stored_int(fields["slot"])
+        at = stored_int(fields["at"]) if "at" in fields else entry_ms(entry_id)
+        return ClaimRecord(
+            job=job,
+            slot=slot,
+            token=fields["token"],
+            instance_id=fields.get("instance", ""),
+            at=at,
+            manual=manual or fields.get("manual", "0") == "1",
+            attempt=stored_int(fields.get("attempt", "1")),
+        )
+
     records = []
     for entry in entries:
         entry_id, raw = entry[0], entry[1]
-        fields = stream_fields(raw)
-        try:
-            slot = entry_ms(entry_id) if slot_from_id else int(fields["slot"])
-            at = int(fields["at"]) if "at" in fields else entry_ms(entry_id)
-            records.append(
-                ClaimRecord(
-                    job=job,
-                    slot=slot,
-                    token=fields["token"],
-                    instance_id=fields.get("instance", ""),
-                    at=at,
-                    manual=manual or fields.get("manual", "0") == "1",
-                    attempt=int(fields.get("attempt", "1")),
-                )
-            )
-        except (KeyError, ValueError):
-            continue
+        record = skip_unreadable(
+            entry_name(key, text(entry_id)), "a claim", partial(parse, entry_id, raw)
+        )
+        if record is not None:
+            records.append(record)
     return records
 
 

@@ -98,7 +98,11 @@ class StreamIdRuntime(Runtime):
                 won[n] = False  # older than the stream's top: refused like a late claim
                 continue
             records = claim_records(
-                inputs[n].job, [(ids[n], entries[0][1])], manual=False, slot_from_id=True
+                inputs[n].job,
+                [(ids[n], entries[0][1])],
+                key=runs[n],
+                manual=False,
+                slot_from_id=True,
             )
             won[n] = bool(records) and records[0].token == inputs[n].token
         return won
@@ -167,7 +171,7 @@ class StreamIdRuntime(Runtime):
         for key, reply in zip((runs, manual, results), replies, strict=True):
             conn.check(reply, (key,))
         scheduled, manual_entries, members = replies
-        claims = claim_records(job, scheduled, manual=False, slot_from_id=True)
-        claims += claim_records(job, manual_entries, manual=True)
-        stored = [r for r in (decode_result(m) for m in members) if r is not None]
+        claims = claim_records(job, scheduled, key=runs, manual=False, slot_from_id=True)
+        claims += claim_records(job, manual_entries, key=manual, manual=True)
+        stored = [r for r in (decode_result(results, m) for m in members) if r is not None]
         return build_history(job, claims, stored, limit)

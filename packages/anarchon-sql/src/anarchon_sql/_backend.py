@@ -17,9 +17,11 @@ import abc
 import inspect
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import ClassVar
 
 from anarchon.backend import Backend
+from anarchon.backend.foreign import skip_unreadable
 from anarchon.errors import (
     AnarchonError,
     BackendError,
@@ -42,7 +44,7 @@ from anarchon_sql._client import SqlClient
 from anarchon_sql._dialect import DEFAULT_TABLE_PREFIX, SqlDialect, SqlTables
 from anarchon_sql._driver_errors import is_connection_error, is_transient_sql_error, scrub
 from anarchon_sql._durability import check_durability
-from anarchon_sql._fleet import FleetStatements, control_of, declaration_of
+from anarchon_sql._fleet import FleetStatements, control_of, declaration_of, row_name
 from anarchon_sql._foreign import find_foreign_table
 from anarchon_sql._history import SqlHistory
 from anarchon_sql._lease import SqlLeases
@@ -119,7 +121,7 @@ class SqlBackend(Backend):
         self._fleet = FleetStatements(dialect, self.tables)
         self._schema = Schema(self, self._sql)
         self._session = SqlSession(self.init, self._calls_in_transaction)
-        self._history = SqlHistory(self._session, self._sql)
+        self._history = SqlHistory(self._session, self._sql, self.tables)
         self._leases = SqlLeases(self._session, self, self._sql, self._history)
         self.runs = SqlRunStore(self)
 
@@ -384,7 +386,12 @@ class SqlBackend(Backend):
             rows = await client.all(self._fleet.all, ())
         else:
             rows = await client.all(self._fleet.of_job, (job,))
-        return [declaration_of(row) for row in rows]
+        table = self.tables("fleet")
+        found = (
+            skip_unreadable(row_name(table, row), "a declaration", partial(declaration_of, row))
+            for row in rows
+        )
+        return [d for d in found if d is not None]
 
     @store_call
     async def set_control(self, control: JobControl) -> None:
@@ -404,10 +411,14 @@ class SqlBackend(Backend):
 
     @store_call
     async def controls(self) -> dict[str, JobControl]:
-        """Every job's control row."""
+        """Every job's readable control row (an unreadable row is skipped and reported once)."""
         client = await self._session.ready()
-        found = [control_of(row) for row in await client.all(self._fleet.controls, ())]
-        return {c.job: c for c in found}
+        table = self.tables("controls")
+        found = (
+            skip_unreadable(row_name(table, row), "a job's control", partial(control_of, row))
+            for row in await client.all(self._fleet.controls, ())
+        )
+        return {c.job: c for c in found if c is not None}
 
     # Internals -------------------------------------------------------------
 

@@ -11,6 +11,8 @@ Two tables beside the others (``<p>`` is the table prefix):
 ================  ==========================================================
 
 Expired registry rows are ignored on read and deleted by the next ``declare``.
+A row that cannot be read (a value anarchon never writes) is skipped and
+reported once, named by its table and job (:mod:`anarchon.backend.foreign`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from anarchon.backend.foreign import entry_name, stored_flag, stored_int
 from anarchon.fleet.types import Declaration, JobControl
 
 from anarchon_sql._client import Row, SqlClient
 from anarchon_sql._dialect import SqlDialect, SqlTables
 
-__all__ = ["FleetStatements", "control_of", "declaration_of", "fleet_ddl"]
+__all__ = ["FleetStatements", "control_of", "declaration_of", "fleet_ddl", "row_name"]
 
 
 def fleet_ddl(dialect: SqlDialect, tables: SqlTables) -> list[str]:
@@ -80,20 +83,32 @@ class FleetStatements:
         await tx.all(self.expire, ())
 
 
+def row_name(table: str, row: Row) -> str:
+    """A registry or controls row by table, job (and instance): ``table[job='a']``."""
+    if len(row) == 6:
+        return entry_name(table, f"job={row[0]!r} instance_id={row[1]!r}")
+    return entry_name(table, f"job={row[0]!r}")
+
+
 def declaration_of(row: Row) -> Declaration:
-    """A registry row as a :class:`Declaration`."""
+    """A registry row as a :class:`Declaration` (parse errors raise)."""
     job, instance, fingerprint, schedule, seen, expires = row
     return Declaration(
-        str(job), str(instance), str(fingerprint), str(schedule), int(seen), int(expires)
+        str(job),
+        str(instance),
+        str(fingerprint),
+        str(schedule),
+        stored_int(seen),
+        stored_int(expires),
     )
 
 
 def control_of(row: Row) -> JobControl:
-    """A controls row as a :class:`JobControl`."""
+    """A controls row as a :class:`JobControl` (parse errors raise)."""
     job, paused, skip_until, updated_at, updated_by, paused_at, resumed_at = row
     return JobControl(
         str(job),
-        bool(paused),
+        stored_flag(paused),
         _ms(skip_until),
         _ms(updated_at),
         None if updated_by is None else str(updated_by),
@@ -103,4 +118,4 @@ def control_of(row: Row) -> JobControl:
 
 
 def _ms(value: Any) -> int | None:
-    return None if value is None else int(value)
+    return None if value is None else stored_int(value)

@@ -5,21 +5,26 @@ the result, count the save and, every ``history_size // 2`` saves of the job,
 trim results and claims to the newest ``history_size`` (never the records of
 a run still in progress), then drop what is older than the TTL. Finished run
 state is trimmed with them once older than the job's retention
-(:func:`anarchon.backend.state_retention_ms`, the core's one rule).
+(:func:`anarchon.backend.state_retention_ms`, the core's one rule). A row
+that cannot be read as history is skipped and reported once, named by its
+table, job, slot and attempt.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from anarchon.backend import StateRetention
+from anarchon.backend.foreign import entry_name, skip_unreadable, stored_flag, stored_int
 from anarchon.backend.history import build_history
 from anarchon.types import ClaimInput, ClaimRecord, JobLimits, ResultWrite, RunRecord, StoredResult
 
 from anarchon_sql._chunks import by_job, chunks
-from anarchon_sql._client import SqlClient
+from anarchon_sql._client import Row, SqlClient
+from anarchon_sql._dialect import SqlTables
 from anarchon_sql._session import SqlSession
 from anarchon_sql._statements import Statements
 
@@ -29,9 +34,12 @@ __all__ = ["SqlHistory"]
 class SqlHistory:
     """The history tables of one backend (claims, results, jobs) and the retention it learnt."""
 
-    def __init__(self, session: SqlSession, statements: Statements) -> None:
+    def __init__(
+        self, session: SqlSession, statements: Statements, tables: SqlTables | None = None
+    ) -> None:
         self._session = session
         self._sql = statements
+        self._tables = tables or SqlTables()
         self._retention = StateRetention()
 
     def learn(self, limits: JobLimits) -> None:
@@ -83,43 +91,26 @@ class SqlHistory:
         fetch = int(limit) + 8
         claim_rows = await client.all(self._sql.history_claims, (job, fetch))
         result_rows = await client.all(self._sql.history_results, (job, fetch))
+        claims_table, results_table = self._tables.claims, self._tables.results
         claims = [
-            ClaimRecord(
-                job=job,
-                slot=int(slot),
-                token=str(token),
-                instance_id=str(instance),
-                at=int(at),
-                manual=bool(manual),
-                attempt=int(attempt),
+            c
+            for c in (
+                skip_unreadable(
+                    _row_name(claims_table, job, row), "a claim", partial(_claim, job, row)
+                )
+                for row in claim_rows
             )
-            for slot, token, instance, at, manual, attempt in claim_rows
+            if c is not None
         ]
         results = [
-            StoredResult(
-                slot=int(slot),
-                token=str(token),
-                instance_id=str(instance),
-                status=str(status),
-                started_at=None if started is None else int(started),
-                finished_at=None if finished is None else int(finished),
-                error=error,
-                attempt=int(attempt),
-                manual=bool(manual),
-                reason=reason,
+            r
+            for r in (
+                skip_unreadable(
+                    _row_name(results_table, job, row), "a run's result", partial(_result, row)
+                )
+                for row in result_rows
             )
-            for (
-                slot,
-                token,
-                instance,
-                status,
-                started,
-                finished,
-                error,
-                attempt,
-                manual,
-                reason,
-            ) in result_rows
+            if r is not None
         ]
         return build_history(job, claims, results, limit)
 
@@ -193,3 +184,38 @@ class SqlHistory:
             ttl = int(history_ttl_ms)
             await tx.all(s.ttl_results, (job, ttl))
             await tx.all(s.ttl_claims, (job, ttl))
+
+
+def _row_name(table: str, job: str, row: Row) -> str:
+    """A history row by table, job, slot and attempt (as read, even if unreadable)."""
+    slot, attempt = (row[0], row[5]) if len(row) == 6 else (row[0], row[7])
+    return entry_name(table, f"job={job!r} slot={slot!r} attempt={attempt!r}")
+
+
+def _claim(job: str, row: Row) -> ClaimRecord:
+    slot, token, instance, at, manual, attempt = row
+    return ClaimRecord(
+        job=job,
+        slot=stored_int(slot),
+        token=str(token),
+        instance_id=str(instance),
+        at=stored_int(at),
+        manual=stored_flag(manual),
+        attempt=stored_int(attempt),
+    )
+
+
+def _result(row: Row) -> StoredResult:
+    slot, token, instance, status, started, finished, error, attempt, manual, reason = row
+    return StoredResult(
+        slot=stored_int(slot),
+        token=str(token),
+        instance_id=str(instance),
+        status=str(status),
+        started_at=None if started is None else stored_int(started),
+        finished_at=None if finished is None else stored_int(finished),
+        error=None if error is None else str(error),
+        attempt=stored_int(attempt),
+        manual=stored_flag(manual),
+        reason=None if reason is None else str(reason),
+    )

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from anarchon.backend.foreign import entry_name, stored_data, stored_flag, stored_int
 from anarchon.backend.lease_model import HEALED_WARNING, Blocker, decide_claim, decide_release
 from anarchon.backend.lease_model import LeaseState as ModelState
 from anarchon.errors import BackendError
@@ -309,23 +310,28 @@ class SqlLeases:
         if not rows:
             return lease_state_of(token, None, False, False)
         stored, status, released = rows[0]
-        return lease_state_of(token, str(stored), str(status) == "running", bool(int(released)))
+        where = entry_name(self._store.tables.runs, f"job={job!r} slot={int(slot)}")
+        with stored_data(where, "a run's state"):
+            return lease_state_of(
+                token, str(stored), str(status) == "running", stored_flag(released)
+            )
 
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
         client = await self._session.ready()
         rows = await client.all(self._sql.active, (job,))
-        return [
-            ActiveRun(
-                slot=int(slot),
-                attempt=int(attempt),
-                runner=str(runner),
-                lease_expires_at=int(lease),
-                live=int(lease) > int(now),
-                token=str(token),
-            )
-            for now, slot, attempt, runner, lease, token in rows
-        ]
+        with stored_data(entry_name(self._store.tables.runs, f"job={job!r}"), "run state"):
+            return [
+                ActiveRun(
+                    slot=stored_int(slot),
+                    attempt=stored_int(attempt),
+                    runner=str(runner),
+                    lease_expires_at=stored_int(lease),
+                    live=stored_int(lease) > stored_int(now),
+                    token=str(token),
+                )
+                for now, slot, attempt, runner, lease, token in rows
+            ]
 
     def _claim_params(self, c: RunClaim) -> tuple[Any, ...]:
         return (

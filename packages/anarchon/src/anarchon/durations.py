@@ -15,6 +15,8 @@ Duration: TypeAlias = "str | int | float | timedelta"
 _MAX_MS = 2**62  # far beyond any real schedule, and safe for the engine's i64 arithmetic
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_ZERO = re.compile(r"0+(?:\.0+)?")
+"""A bare zero needs no unit (``"0"`` like ``0``, ``"0s"``); any other bare number does."""
 
 
 def to_ms(value: Duration, *, what: str = "duration", allow_zero: bool = True) -> int:
@@ -57,6 +59,8 @@ def _parse_text(text: str, what: str) -> float:
     total = 0.0
     if not text:
         raise InvalidJobError(f"{what} is empty; write it like '500ms', '10s', '5m' or '1h30m'")
+    if _ZERO.fullmatch(text):
+        return 0.0
     while position < len(text):
         match = _PART.match(text, position)
         if match is None:

@@ -43,7 +43,7 @@ from anarchon.errors import (
     InvalidJobError,
 )
 from anarchon.events import EventBus, Listener
-from anarchon.fleet.controls import pause_job, resume_job, skip_job
+from anarchon.fleet.controls import pause_job, resume_job, skip_slots
 from anarchon.fleet.types import JobControl
 from anarchon.job_options import JobOptions
 from anarchon.jobs import Handler, Job, build_job
@@ -276,7 +276,7 @@ class Scheduler(JobDeclarations):
         await self._open()
         parts = self._parts
         assert parts is not None
-        await parts.fleet.refresh_controls()
+        await parts.fleet.refresh_controls(wait=False)  # the wake-up loop waits for them
         await parts.fleet.declare()
         self._started = True
         self.events.start()
@@ -538,13 +538,18 @@ class Scheduler(JobDeclarations):
         return await resume_job(self.backend, self._job(name).name, self.instance_id)
 
     async def skip_next(self, name: str, count: int = 1) -> JobControl:
-        """Skip the next ``count`` slots of job ``name`` on every instance (reason ``skip_next``)."""
+        """Skip ``count`` slots of job ``name`` on every instance (reason ``skip_next``).
+
+        The first is the first slot no instance can have claimed under the old
+        controls (default ``claim_ahead`` and ``control_cache``; docs/fleet.md).
+        """
         job = self._job(name)
         await self._ensure_init()
-        return await skip_job(self.backend, name, job.schedule, count, self.instance_id)
+        control, _ = await skip_slots(self.backend, name, job.schedule, count, self.instance_id)
+        return control
 
     def _on_drift(self, job: str, fingerprints: dict[str, int]) -> None:
-        """Instances declare different schedules for ``job``: warn once (and emit ``schedule_drift``).
+        """Instances declare different schedules for ``job``: emit ``schedule_drift`` once.
 
         ``fingerprints`` maps each fingerprint to the number of instances that hold it.
         """

@@ -8,12 +8,21 @@ read with one ``controls`` call at most once per wake-up and cached for
 after ``resume``, :mod:`anarchon._scheduler.resume_catch_up`). A backend whose members raise
 :class:`~anarchon.errors.UnsupportedError` has no registry: that is logged
 once at DEBUG and scheduling goes on without it.
+
+Until the controls were read once, nothing is claimed: a wake-up with due
+slots retries the read with backoff for up to :data:`CONTROLS_WAIT_S`, so a
+restarted instance never runs a paused job because its first read failed.
+After that it claims without them and logs an ERROR (docs/fleet.md,
+"Pause, resume and skip"). Drift is logged as one summary line when the
+set of drifting jobs changes, and one line when it ends; each job's
+``schedule_drift`` event is emitted once per drift, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -22,17 +31,27 @@ from anarchon.backend.base import Backend
 from anarchon.clock import Clock
 from anarchon.errors import AnarchonError, UnsupportedError
 from anarchon.events import EventBus, job_zone
-from anarchon.fleet.controls import skip_reason
+from anarchon.fleet.controls import SKIP_LEAD_MS, skip_reason
 from anarchon.fleet.fingerprints import describe_schedule, fingerprint
 from anarchon.fleet.types import Declaration, JobControl
 from anarchon.jobs import Job
 
-__all__ = ["DEFAULT_CONTROL_CACHE_S", "DEFAULT_REFRESH_MS", "FleetSync", "report_drift"]
+__all__ = [
+    "CONTROLS_WAIT_S",
+    "DEFAULT_CONTROL_CACHE_S",
+    "DEFAULT_REFRESH_MS",
+    "FleetSync",
+    "report_drift",
+]
 
 DEFAULT_REFRESH_MS = 120_000
 """How often an instance refreshes its declarations (entries live three times as long)."""
 DEFAULT_CONTROL_CACHE_S = 1.0
 """How long the fleet-wide controls read in one wake-up are reused."""
+CONTROLS_WAIT_S = 30.0
+"""How long an instance that has never read the controls holds its claims, retrying the read."""
+_CONTROLS_RETRY_MAX_S = 2.0
+_DRIFT_NAMES_SHOWN = 5
 
 Drift = Callable[[str, dict[str, int]], None]
 """``on_drift(job, {fingerprint: instances})``: instances declare different schedules for ``job``."""
@@ -67,10 +86,17 @@ class FleetSync:
         self.registry = True
         self.controls_supported = True
         self._controls: dict[str, JobControl] = {}
+        self.last_controls_error: BaseException | None = None
         self.on_controls: Callable[[dict[str, JobControl]], Awaitable[None]] | None = None
         """Called with every successful read of the controls (the resume catch-up)."""
         self._controls_read_at: float | None = None
+        self.controls_known = False
+        """True once the controls were read (claims wait for that, up to ``controls_wait_s``)."""
+        self.controls_wait_s = CONTROLS_WAIT_S
+        self._claiming_blind = False
+        """The wait ran out: claims go on without the controls until a read succeeds."""
         self._drift_seen: set[tuple[str, frozenset[str]]] = set()
+        self._drifting: frozenset[str] = frozenset()
         self._prints: dict[str, tuple[Job, str]] = {}
 
     # Registry -----------------------------------------------------------
@@ -127,14 +153,43 @@ class FleetSync:
         for entry in declared:
             if entry.job in self.jobs:
                 by_job.setdefault(entry.job, Counter())[entry.fingerprint] += 1
-        for name, counts in by_job.items():
-            if len(counts) < 2:
-                continue
+        drifting = {name: counts for name, counts in by_job.items() if len(counts) > 1}
+        for name, counts in drifting.items():
             key = (name, frozenset(counts))
             if key in self._drift_seen:
                 continue
             self._drift_seen.add(key)
             self.on_drift(name, dict(sorted(counts.items())))
+        self._log_drift(drifting)
+
+    def _log_drift(self, drifting: dict[str, Counter[str]]) -> None:
+        """One line when the set of drifting jobs changes, one when drift ends."""
+        names = frozenset(drifting)
+        if names == self._drifting:
+            return
+        self._drifting = names
+        if not names:
+            self.log.info(
+                "anarchon: schedule drift ended: every instance declares the same schedules"
+                " for this instance's jobs",
+                extra={"instance": self.instance_id, "drifting_jobs": 0},
+            )
+            return
+        shown = sorted(names)[:_DRIFT_NAMES_SHOWN]
+        more = len(names) - len(shown)
+        details = "; ".join(
+            f"{name} ({', '.join(f'{fp}: {n}' for fp, n in sorted(drifting[name].items()))};"
+            f" this instance: {self.fingerprint_of(self.jobs[name])})"
+            for name in shown
+        )
+        self.log.warning(
+            "anarchon: schedule drift on %d job(s): instances declare different schedules"
+            " (fingerprint: instances): %s%s",
+            len(names),
+            details,
+            f"; and {more} more" if more else "",
+            extra={"instance": self.instance_id, "drifting_jobs": len(names)},
+        )
 
     async def run(self) -> None:
         """Refresh the declarations every ``refresh_ms`` (a loop task)."""
@@ -144,15 +199,27 @@ class FleetSync:
 
     # Controls -----------------------------------------------------------
 
-    async def refresh_controls(self) -> None:
-        """Read the controls (one call for all jobs) unless the cached ones are fresh."""
+    async def refresh_controls(self, *, wait: bool = True) -> None:
+        """Read the controls (one call for all jobs) unless the cached ones are fresh.
+
+        Until they were read once, ``wait`` retries the read with backoff for
+        up to ``controls_wait_s`` (claims wait meanwhile); then claims go on
+        without them, with an ERROR logged.
+        """
         if not self.controls_supported:
+            return
+        if wait and not self.controls_known and not self._claiming_blind:
+            await self._wait_for_controls()
             return
         now = self.clock.monotonic()
         read_at = self._controls_read_at
         if read_at is not None and now - read_at < self.control_cache_s:
             return
         self._controls_read_at = now
+        await self._read_controls()
+
+    async def _read_controls(self) -> bool:
+        """One read of the controls: True if it succeeded (or the backend has none)."""
         try:
             # No timeout of our own: a read cut short would keep stale controls and
             # run a paused slot. The driver's timeouts bound it like any store call.
@@ -162,19 +229,63 @@ class FleetSync:
         except UnsupportedError as error:
             self.controls_supported = False
             self.log.debug("anarchon: no fleet-wide controls: %s", error)
+            return True
         except Exception as error:  # keep the last controls read
             if self.policy.is_transient(error):
                 self.log.debug("anarchon: reading fleet-wide controls failed: %s", error)
             else:
                 self.policy.report("the fleet-wide controls", error)
-        else:
-            self._controls = controls
-            if self.on_controls is not None:
-                await self.on_controls(controls)
+            self.last_controls_error = error
+            return False
+        if self._claiming_blind:
+            self._claiming_blind = False
+            self.log.warning(
+                "anarchon: fleet-wide controls read again: pauses and skips apply again"
+            )
+        self.controls_known = True
+        self._controls = controls
+        if self.on_controls is not None:
+            await self.on_controls(controls)
+        return True
+
+    async def _wait_for_controls(self) -> None:
+        """Hold claims until the controls are read, retrying for up to ``controls_wait_s``."""
+        started = time.monotonic()  # real time: a fake clock does not move while we sleep
+        delay = 0.05
+        warned = False
+        while not await self._read_controls():
+            waited = time.monotonic() - started
+            if waited >= self.controls_wait_s:
+                self._claiming_blind = True
+                self.log.error(
+                    "anarchon: could not read the fleet-wide controls for %.0f s (%s);"
+                    " claiming without them: a paused job may run until they are read",
+                    waited,
+                    self.last_controls_error,
+                )
+                return
+            if not warned:
+                warned = True
+                self.log.warning(
+                    "anarchon: cannot read the fleet-wide controls (%s); holding claims"
+                    " until they are read (at most %.0f s)",
+                    self.last_controls_error,
+                    self.controls_wait_s,
+                )
+            await asyncio.sleep(min(delay, self.controls_wait_s - waited))
+            delay = min(delay * 2, _CONTROLS_RETRY_MAX_S)
+        self._controls_read_at = self.clock.monotonic()
+        if warned:
+            self.log.warning("anarchon: fleet-wide controls read: claiming")
 
     def skip_reason(self, job: str, slot: int) -> str | None:
         """Why the controls skip ``(job, slot)``, or None to run it."""
-        return skip_reason(self._controls.get(job), slot)
+        control = self._controls.get(job)
+        if control is None:
+            return None
+        known = self.jobs.get(job)
+        lead = SKIP_LEAD_MS if self.backend.runs is not None else 0
+        return skip_reason(control, slot, known.schedule if known is not None else None, lead)
 
 
 def report_drift(
@@ -187,15 +298,15 @@ def report_drift(
     fleet: FleetSync | None,
     now_ms: int,
 ) -> None:
-    """Instances declare different schedules for ``job``: warn, and emit ``schedule_drift``.
+    """Instances declare different schedules for ``job``: emit ``schedule_drift``.
 
     ``fingerprints`` maps each fingerprint to the number of instances that
-    hold it; ``known`` is this instance's job of that name, if any.
+    hold it; ``known`` is this instance's job of that name, if any. The log
+    line is :class:`FleetSync`'s summary of every drifting job (DEBUG here).
     """
     mine = fleet.fingerprint_of(known) if fleet is not None and known is not None else None
-    log.warning(
-        "anarchon: schedule drift for job %s: instances declare different schedules"
-        " (fingerprint: instances %s; this instance: %s)",
+    log.debug(
+        "anarchon: schedule drift for job %s (fingerprint: instances %s; this instance: %s)",
         job,
         ", ".join(f"{fp}: {n}" for fp, n in fingerprints.items()),
         mine,

@@ -21,7 +21,7 @@ from anarchon.backend.base import Backend
 from anarchon.backend.registry import ENV_VAR, redact_url, resolve_backend
 from anarchon.cli.output import table
 from anarchon.errors import InvalidConfigError, UnsupportedError
-from anarchon.fleet.controls import pause_job, resume_job, skip_job
+from anarchon.fleet.controls import pause_job, resume_job, skip_slots
 from anarchon.fleet.fingerprints import parse_schedule
 from anarchon.fleet.status import JobStatus, fleet_status, unknown_jobs_error
 
@@ -184,6 +184,7 @@ async def status_command(args: argparse.Namespace) -> int:
 async def control_command(args: argparse.Namespace) -> int:
     """``anarchon pause|resume|skip JOB``: set the fleet-wide control of a declared job."""
     backend = await open_backend(args)
+    first: int | None = None
     try:
         declared = await backend.declarations()
         names = sorted({d.job for d in declared})
@@ -201,15 +202,23 @@ async def control_command(args: argparse.Namespace) -> int:
                     " cannot tell which slot is next"
                 )
             schedule = parse_schedule(texts.pop())
-            control = await skip_job(backend, args.job, schedule, args.count, _BY)
+            control, first = await skip_slots(backend, args.job, schedule, args.count, _BY)
     finally:
         await backend.close()
     if args.json:
-        print(json.dumps(control.__dict__))
+        shown = dict(control.__dict__)
+        if first is not None:
+            shown["first_skipped"] = first
+        print(json.dumps(shown))
     else:
         state = "paused" if control.paused else "running"
         skip = ""
-        if args.command == "skip" and control.skip_until is not None:
-            skip = f", slots up to {_iso(control.skip_until)} (UTC) skipped"
+        if args.command == "skip" and control.skip_until is not None and first is not None:
+            slots = (
+                f"the slot {_iso(first)}"
+                if first == control.skip_until
+                else f"the slots from {_iso(first)} to {_iso(control.skip_until)}"
+            )
+            skip = f", skips {slots} (UTC; earlier ones may be claimed already)"
         print(f"{args.job}: {state}{skip} (store {redact_url(args.backend)})")
     return 0

@@ -45,7 +45,11 @@ class InstanceDeclaration:
 
 @dataclass(frozen=True)
 class LastRun:
-    """The newest attempt of the job in history."""
+    """The newest attempt of the job in history.
+
+    ``status`` is the record's, except ``"claimed"`` for a run claimed ahead
+    of its slot whose handler has not started (store time before the slot).
+    """
 
     slot: int
     status: str
@@ -171,7 +175,7 @@ def job_status(
         schedule=schedule_text,
         zone=zone,
         next_slot=next_slot,
-        last_run=_last(newest) if newest is not None else None,
+        last_run=_last(newest, now) if newest is not None else None,
         live_leases=live_leases,
         instances=instances,
         paused=control.paused if control is not None else False,
@@ -186,10 +190,12 @@ async def _live_leases(backend: Backend, name: str) -> int:
     return sum(1 for run in await backend.runs.active(name) if run.live)
 
 
-def _last(record: RunRecord) -> LastRun:
+def _last(record: RunRecord, now: int) -> LastRun:
+    # A run claimed ahead of its slot has not started its handler yet.
+    status = "claimed" if record.status == "running" and record.slot > now else record.status
     return LastRun(
         slot=record.slot,
-        status=record.status,
+        status=status,
         instance_id=record.instance_id,
         attempt=record.attempt,
         reason=record.reason,
