@@ -277,6 +277,19 @@ class SqliteBackend(SqlBackend):
             )
         self.synchronous = synchronous.lower()
 
+    def clone(self) -> SqliteBackend | None:
+        """A second backend on the same file, for the lease thread (None for ``:memory:`` or a
+        ``database=`` you passed in: only that one connection sees its data)."""
+        if self.path is None or self.path == ":memory:" or self.path.startswith("file::memory:"):
+            return None
+        return SqliteBackend(
+            self.path,
+            table_prefix=self.tables.prefix,
+            timeout=self.timeout,
+            synchronous=self.synchronous,
+            durability=self.durability,
+        )
+
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SqliteBackend:
         """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``.

@@ -175,9 +175,28 @@ class PostgresBackend(SqlBackend):
         self.connection = connection
         self.pool = pool
         self.database = database
+        self._paramstyle: ParamStyle = paramstyle
         self.read_committed_default = True
         """False when the server's default isolation is not READ COMMITTED (claims then
         run in an explicit READ COMMITTED transaction: four round trips instead of one)."""
+
+    def clone(self) -> PostgresBackend | None:
+        """A second backend on the same DSN (a pool of one), for the lease thread.
+
+        None when built from a connection, pool or client you passed in: the
+        scheduler then logs that heartbeats share its event loop.
+        """
+        if self.conninfo is None:
+            return None
+        return PostgresBackend(
+            self.conninfo,
+            table_prefix=self.tables.prefix,
+            pool_size=1,
+            pool_timeout=self.pool_timeout,
+            call_timeout=self.call_timeout,
+            paramstyle=self._paramstyle,
+            durability=self.durability,
+        )
 
     @staticmethod
     def _parse_dsn(dsn: str) -> tuple[str, dict[str, str]]:
