@@ -88,20 +88,22 @@ async def test_raising_and_sleeping_callbacks_change_nothing(
 
     schedulers = [Scheduler(backend, instance_id=f"i{n}") for n in range(2)]
     for scheduler in schedulers:
-        scheduler.every("tick", "200ms", tick, jitter=0, max_late="2s")
+        # every 500 ms, not faster: on a loaded machine a 200 ms slot could be skipped as
+        # an overlap behind a finish delayed by the load alone, which is not what this checks
+        scheduler.every("tick", "500ms", tick, jitter=0, max_late="2s")
         for kind in ("run_started", "run_finished", "skipped"):
             for callback in (raising, raising_async, sleeping, sleeping_async):
                 scheduler.on(kind, callback)
         await scheduler.start()
-    await asyncio.sleep(4)
+    await asyncio.sleep(5.5)
     for scheduler in schedulers:
         await scheduler.stop()
 
     counts = Counter(ran)
-    assert len(counts) >= 10
+    assert len(counts) >= 8
     assert all(n == 1 for n in counts.values())
     ordered = sorted(counts)
-    assert ordered == list(range(ordered[0], ordered[-1] + 200, 200)), "a slot was skipped"
+    assert ordered == list(range(ordered[0], ordered[-1] + 500, 500)), "a slot was skipped"
     history = await schedulers[0].history("tick", limit=1000)
     # A slot claimed ahead (docs/scaling.md, "Claiming ahead") as stop() began was handed
     # over without running: it is recorded so, after every slot that ran.

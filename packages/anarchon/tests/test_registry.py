@@ -142,8 +142,12 @@ def test_extras_table_matches_the_spec() -> None:
     assert EXTRAS == {
         "redis": "redis",
         "rediss": "redis",
+        "redis+sentinel": "redis",
+        "redis+cluster": "redis",
         "valkey": "valkey",
         "valkeys": "valkey",
+        "valkey+sentinel": "valkey",
+        "valkey+cluster": "valkey",
         "nats": "nats",
         "postgresql": "postgres",
         "postgres": "postgres",
