@@ -58,6 +58,7 @@ from anarchon_redis._durability import (
 )
 from anarchon_redis._durability import parse_info as _info
 from anarchon_redis._durability import parse_version as _version
+from anarchon_redis._prefixes import check_prefix
 from anarchon_redis._runtime import Runtime
 from anarchon_redis._runtimes import build_runtime
 from anarchon_redis._topology import (
@@ -328,6 +329,7 @@ class RedisBackendBase(Backend):
             await self._check_server(conn)
             await conn.load_scripts(self._runtime.scripts)
             await self._check_format(conn)
+            await check_prefix(conn, self.prefix, self.describe())
             await self._check_replication(conn)
         except BackendUnavailableError as error:
             if conn.owned:
