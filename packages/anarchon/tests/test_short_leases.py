@@ -6,6 +6,7 @@ docs/leases.md, "Slots claimed ahead" and "Retries wake on recovery".
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 import time
@@ -128,7 +129,7 @@ async def test_a_paused_instance_blocks_its_unstarted_slot_for_the_window_only(
         thread.start()
         b_ready.set()  # B starts inside the lead: it claims the slot too, as its backup
         await _sleep_until(slot - 100)
-        time.sleep((slot + 4_500 - _wall_ms()) / 1000)  # A "paused" across the slot's window
+        time.sleep((slot + 4_500 - _wall_ms()) / 1000)  # noqa: ASYNC251 - A "paused" across the slot's window
         await asyncio.sleep(0.5)
     b_done.set()
     thread.join(20)
@@ -194,7 +195,7 @@ async def test_while_calls_wait_in_backoff_one_of_them_probes_every_quarter_seco
         call.cancel()
     await asyncio.gather(*calls, return_exceptions=True)
     late = sorted(t for t in tries if t - tries[0] > 1.0)
-    gaps = [b - a for a, b in zip(late, late[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(late)]
     assert max(gaps) <= PROBE_S + 0.2, gaps  # never a second without a try
     # ... but not every call: five calls capped at the probe would try about 60 times.
     assert len(late) <= 3 * 3.0 / PROBE_S, len(late)
