@@ -201,6 +201,7 @@ def build_parts(
             log=log,
             lead_ms=claim_ahead_ms,
             holds=executor.holds,
+            recovered_at=lambda: policy.recovered_at_ms,
         )
         executor.after_end = claims.waiter.local_ended
         recent = results.recent

@@ -106,6 +106,8 @@ class StorePolicy:
         self.stopping = False
         """Set by ``stop()``: a call without deadline gives up after about a second of outage."""
         self.outage = False
+        self.recovered_at_ms = 0
+        """Store time (ms) at which the last outage ended (0: none yet)."""
         self.on_recovered: Callable[[], None] | None = None
         """Called (on the scheduler's loop) when an outage ends: the finishes are re-sent."""
         self._logged: set[tuple[str, str]] = set()
@@ -258,6 +260,7 @@ class StorePolicy:
             self.wake_retries()
         if self.outage:
             self.outage = False
+            self.recovered_at_ms = self.now_ms()
             self.log.info("anarchon: store %s reachable again", self.backend.name)
             self.events.emit("store_recovered", self.now_ms(), store=self.backend.name)
             if self.on_recovered is not None:
