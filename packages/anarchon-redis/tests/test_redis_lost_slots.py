@@ -59,11 +59,14 @@ def test_a_restart_of_the_server_loses_no_slot_to_a_delayed_finish(
     persistent_redis: Server, tmp_path: Path
 ) -> None:
     """200 one-second jobs on 2 processes; the server is killed and started again 2.5 s later
-    (connections refused meanwhile): no slot due after it answers again is lost, and every job
-    runs again within 1 s of it answering."""
+    (connections refused meanwhile): no slot is lost, and every job runs again within 1 s of
+    it answering."""
     server = persistent_redis
     report = restart_store_fleet(_url(server), tmp_path=tmp_path, down=server.kill, up=server.start)
     print(report.summary())
+    # With max_late 60 s the slots due during the outage run late, one after another: none
+    # may be skipped as overlap because the finish of the run before it was still in backoff.
+    assert report.lost_during == 0, report.summary()
     assert report.lost_after == 0, report.summary()
     assert report.twice == 0, report.summary()
     assert report.resumed_within_ms <= 1_000, report.summary()

@@ -49,7 +49,7 @@ class CrashWaveReport:
     twice: int
     """Job-slots of the window that ran more than once."""
     back_after_ms: list[int] = field(default_factory=list)
-    """Per job: from the kill to the first start of one of its runs after it."""
+    """Per job: from the kill to the start of its first run of a slot due after the kill."""
     lost_jobs: int = 0
     """Jobs that lost at least one slot."""
     result: FleetResult | None = None
@@ -142,10 +142,10 @@ def _report(
         lost += missing
         lost_jobs += missing > 0
         twice += sum(1 for slot in window if ran[slot] > 1)
-        after = [
+        after = [  # a slot due after the kill: a late attempt of an older one does not count
             r.started_ms
             for r in result.runs_of(name)
-            if r.started_ms is not None and r.started_ms >= killed_at
+            if r.started_ms is not None and r.slot > killed_at
         ]
         back.append(min(after) - killed_at if after else 10**9)
     return CrashWaveReport(
