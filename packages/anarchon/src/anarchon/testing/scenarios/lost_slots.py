@@ -3,7 +3,11 @@
 :func:`kill_and_pause_fleet` runs ``processes`` scheduler processes with
 ``jobs`` jobs every ``every_ms`` each (default lease), ``kill -9``s one of
 them ``kill_after_ms`` into a wave and, ``pause_after_s`` later, SIGSTOPs
-another for ``pause_s`` before SIGCONT. It reports the job-slots of the
+another for ``pause_s`` before SIGCONT. Each victim is the process that
+holds the most at that moment: the runner of the wave being started (for
+the kill) and of the next wave, claimed ahead (for the pause), as the store
+shows for the first job (a wave tends to be won whole by the process that
+claims first); the first and second process when the store shows none. It reports the job-slots of the
 common window that never ran, those that ran twice, and how long after the
 kill each job ran again (docs/faults.md, "A crash in a wave")::
 
@@ -20,6 +24,7 @@ Both need no pytest and block for about ``startup_s + window_s`` seconds.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -27,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from anarchon.backend.registry import resolve_backend
 from anarchon.testing.fleet import FleetResult, start_fleet
 
 __all__ = ["CrashWaveReport", "RestartReport", "kill_and_pause_fleet", "restart_store_fleet"]
@@ -52,6 +58,10 @@ class CrashWaveReport:
     """Per job: from the kill to the start of its first run of a slot due after the kill."""
     lost_jobs: int = 0
     """Jobs that lost at least one slot."""
+    takeovers: int = 0
+    """Runs of the window that were a later attempt (a backup took the slot over)."""
+    victims: tuple[int, int] = (0, 1)
+    """The processes killed and paused."""
     result: FleetResult | None = None
 
     @property
@@ -70,7 +80,8 @@ class CrashWaveReport:
             f"{self.processes} processes x {self.jobs} jobs every {self.every_ms} ms:"
             f" {self.lost} of {self.job_slots} job-slots lost ({100 * self.lost_share:.2f} %,"
             f" {self.lost_jobs} jobs), {self.twice} ran twice; every job ran again within"
-            f" {self.back_within_ms / 1000:.2f} s of the kill"
+            f" {self.back_within_ms / 1000:.2f} s of the kill (killed proc-{self.victims[0]},"
+            f" paused proc-{self.victims[1]}; {self.takeovers} runs taken over)"
         )
 
 
@@ -102,25 +113,76 @@ def kill_and_pause_fleet(
         scheduler_options=scheduler_options,
         log_level="WARNING",
     )
-    with fleet:
-        fleet.wait_started(startup_s + 30)
-        time.sleep(before_s)
-        now = time.time() * 1000
-        wave = (int(now) // every_ms + 1) * every_ms
-        time.sleep(max(0.0, (wave + kill_after_ms) / 1000 - time.time()))
-        os.kill(fleet.procs[0].pid, signal.SIGKILL)
-        killed_at = int(time.time() * 1000)
-        time.sleep(pause_after_s)
-        victim = fleet.procs[1].pid
-        os.kill(victim, signal.SIGSTOP)
-        paused_at = int(time.time() * 1000)
+    first_job = fleet.jobs[0]
+    reader = _Reader(backend)
+    try:
+        with fleet:
+            fleet.wait_started(startup_s + 30)
+            time.sleep(before_s)
+            now = time.time() * 1000
+            wave = (int(now) // every_ms + 1) * every_ms
+            _sleep_until_ms(wave + kill_after_ms // 3)
+            killed = reader.runner_of(first_job, wave, processes, default=0)
+            _sleep_until_ms(wave + kill_after_ms)
+            os.kill(fleet.procs[killed].pid, signal.SIGKILL)
+            killed_at = int(time.time() * 1000)
+            paused_at_ms = killed_at + int(pause_after_s * 1000)
+            nxt = (paused_at_ms // every_ms + 1) * every_ms  # claimed ahead by now
+            _sleep_until_ms(paused_at_ms - 60)
+            paused = reader.runner_of(first_job, nxt, processes, default=1, not_=killed)
+            _sleep_until_ms(paused_at_ms)
+            victim = fleet.procs[paused].pid
+            os.kill(victim, signal.SIGSTOP)
+            paused_at = int(time.time() * 1000)
+            try:
+                time.sleep(pause_s)
+            finally:
+                os.kill(victim, signal.SIGCONT)
+            resumed_at = int(time.time() * 1000)
+            result = fleet.wait()
+    finally:
+        reader.close()
+    report = _report(result, jobs, processes, every_ms, killed_at, paused_at, resumed_at)
+    report.victims = (killed, paused)
+    return report
+
+
+def _sleep_until_ms(at_ms: int) -> None:
+    time.sleep(max(0.0, at_ms / 1000 - time.time()))
+
+
+class _Reader:
+    """A store connection of the scenario's own, opened once (each look costs one call)."""
+
+    def __init__(self, backend: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.store = resolve_backend(backend)
+        self.loop.run_until_complete(self.store.init())
+
+    def runner_of(
+        self, job: str, slot: int, processes: int, *, default: int, not_: int = -1
+    ) -> int:
+        """The process (``proc-<i>``) holding ``job``'s ``slot`` in the store, else ``default``."""
+        runs = self.store.runs
+        runner = None
+        if runs is not None:
+            try:
+                active = self.loop.run_until_complete(runs.active(job))
+                runner = next((a.runner for a in active if a.slot == slot), None)
+            except Exception:  # only a choice of victim: the default will do
+                runner = None
+        if runner is not None and runner.startswith("proc-"):
+            index = int(runner.removeprefix("proc-"))
+            if 0 <= index < processes and index != not_:
+                return index
+        return default if default != not_ else (not_ + 1) % processes
+
+    def close(self) -> None:
+        """Close the connection and the loop."""
         try:
-            time.sleep(pause_s)
+            self.loop.run_until_complete(self.store.close())
         finally:
-            os.kill(victim, signal.SIGCONT)
-        resumed_at = int(time.time() * 1000)
-        result = fleet.wait()
-    return _report(result, jobs, processes, every_ms, killed_at, paused_at, resumed_at)
+            self.loop.close()
 
 
 def _report(
@@ -135,6 +197,7 @@ def _report(
     window = result.window
     names = result.job_names()
     lost = twice = lost_jobs = 0
+    takeovers = sum(1 for r in result.runs if r.attempt > 1 and window and r.slot >= window[0])
     back: list[int] = []
     for name in names:
         ran = result.ran(name)
@@ -160,6 +223,7 @@ def _report(
         twice=twice,
         back_after_ms=back,
         lost_jobs=lost_jobs,
+        takeovers=takeovers,
         result=result,
     )
 
