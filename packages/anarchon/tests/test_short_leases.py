@@ -199,3 +199,39 @@ async def test_while_calls_wait_in_backoff_one_of_them_probes_every_quarter_seco
     assert max(gaps) <= PROBE_S + 0.2, gaps  # never a second without a try
     # ... but not every call: five calls capped at the probe would try about 60 times.
     assert len(late) <= 3 * 3.0 / PROBE_S, len(late)
+
+
+class _NoClone(MemoryBackend):
+    """A backend object that cannot be cloned: heartbeats stay on the scheduler's loop."""
+
+    def clone(self) -> None:
+        return None
+
+
+async def test_without_a_lease_thread_the_start_renewal_goes_from_the_loop() -> None:
+    backend = _NoClone()
+    started = asyncio.Event()
+
+    async def tick(ctx: RunContext) -> None:
+        started.set()
+        await asyncio.sleep(0.6)
+
+    scheduler = Scheduler(backend, instance_id="a")
+    scheduler.every("tick", f"{PERIOD_MS}ms", tick, jitter=0)
+    runs = backend.runs
+    assert runs is not None
+    async with scheduler:
+        parts = scheduler._parts
+        assert parts is not None
+        assert parts.keeper is not None
+        assert parts.keeper.thread is None
+        slot = _next_slot(_wall_ms() + LEAD_MS + 300)
+        await _sleep_until(slot - 150)
+        (held,) = [a for a in await runs.active("tick") if a.slot == slot]
+        assert held.lease_expires_at is not None
+        assert held.lease_expires_at <= slot + START_WINDOW_MIN_MS + 50
+        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.sleep(0.3)
+        (held,) = [a for a in await runs.active("tick") if a.slot == slot]
+        assert held.lease_expires_at is not None
+        assert held.lease_expires_at >= slot + 25_000
