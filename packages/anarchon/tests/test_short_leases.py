@@ -204,7 +204,7 @@ async def test_while_calls_wait_in_backoff_one_of_them_probes_every_quarter_seco
 class _NoClone(MemoryBackend):
     """A backend object that cannot be cloned: heartbeats stay on the scheduler's loop."""
 
-    def clone(self) -> None:
+    def clone(self) -> None:  # type: ignore[override]  # Backend.clone allows None
         return None
 
 
