@@ -45,6 +45,12 @@ LANDING_WAIT_S = 1.0
 """How long new claims wait at most for this instance's finishes in flight."""
 
 
+_EXPIRED_BEFORE_START = (
+    "the short lease of a slot claimed ahead ended before its handler could start: this"
+    " process or its event loop was paused or blocked; a backup takes the slot over"
+)
+
+
 def default_instance_id() -> str:
     """``host:pid:random``, the instance id when none is given."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(2)}"
@@ -147,6 +153,7 @@ def build_parts(
         skip_check=fleet.skip_reason,
         max_wait_ms=claim_ahead_ms,
         registered=lambda job: jobs.get(job.name) is job,
+        monotonic=clock.monotonic,
     )
     results = ResultBatcher(
         instance_id=instance_id,
@@ -179,6 +186,7 @@ def build_parts(
         on_won=executor.start,
         on_backup=backup,
         local_lease_ms=lease_ms - safety_margin_ms(lease_ms, heartbeat_ms),
+        short_leases=runs is not None,
         before_claims=lambda: results.landed(LANDING_WAIT_S),
         on_early=store_time.resync_soon,
     )
@@ -193,6 +201,7 @@ def build_parts(
             log=log,
             lead_ms=claim_ahead_ms,
             holds=executor.holds,
+            recovered_at=lambda: policy.recovered_at_ms,
         )
         executor.after_end = claims.waiter.local_ended
         recent = results.recent
@@ -217,9 +226,14 @@ def build_parts(
             recheck=claims.submit,
             tasks=tasks,
         )
+        keeper.starts = executor.starts
+        executor.on_start = keeper.poke_starts  # or the lease thread's poke, below
+        executor.on_expired = lambda run: keeper.lose(run, _EXPIRED_BEFORE_START)
         keeper.thread = lease_thread(
             backend, url, keeper, executor, lease_ms, heartbeat_ms, call_timeout_s, log
         )
+        if keeper.thread is not None:
+            executor.on_start = keeper.thread.poke
     leased = runs is not None
 
     async def settle() -> None:
@@ -327,4 +341,5 @@ def lease_thread(
         log=log,
         on_refused=keeper.refused_by_thread,
         on_error=keeper.thread_result,
+        starts=executor.starts,
     )

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from anarchon._scheduler.leases import short_lease_ms
 from anarchon._scheduler.overlap_wait import OverlapWait
 from anarchon._scheduler.releases import release_runs
 from anarchon._scheduler.run_state import Phase, Run
@@ -55,6 +56,7 @@ class ClaimBatcher:
         on_won: Won,
         on_backup: Backup,
         local_lease_ms: int | None = None,
+        short_leases: bool = False,
         before_claims: Callable[[], Awaitable[None]] | None = None,
         on_early: Callable[[], None] | None = None,
     ) -> None:
@@ -62,6 +64,8 @@ class ClaimBatcher:
         self.lease_ms = lease_ms
         self.local_lease_s = (lease_ms if local_lease_ms is None else local_lease_ms) / 1000
         """How long a won lease lasts on this instance's clock (the lease minus the safety margin)."""
+        self.short_leases = short_leases
+        """True: a slot claimed ahead of its fire time gets a short lease (:func:`short_lease_ms`)."""
         self.batches = batches
         self.policy = policy
         self.clock = clock
@@ -101,14 +105,25 @@ class ClaimBatcher:
 
     # Lease backends ----------------------------------------------------
 
-    def _request(self, run: Run) -> RunClaim:
+    def _lease_of(self, run: Run, now_ms: int) -> tuple[int, float]:
+        """``(lease ms, local lease s)`` of ``run``'s claim: short when claimed ahead (the
+        run's ``short`` flag says which)."""
+        if self.short_leases and run.fire_at > now_ms:
+            short = short_lease_ms(run.fire_at - now_ms, self.lease_ms)
+            if short is not None:
+                run.short = True
+                return short[0], short[1] / 1000
+        run.short = False
+        return self.lease_ms, self.local_lease_s
+
+    def _request(self, run: Run, lease_ms: int) -> RunClaim:
         job = run.job
         return RunClaim(
             job.name,
             run.slot,
             run.token,
             self.instance_id,
-            self.lease_ms,
+            lease_ms,
             job.attempt_budget,
             job.overlap,
             run.deadline_ms,
@@ -126,7 +141,10 @@ class ClaimBatcher:
         if self.stopping:
             self._not_sent(runs)
             return
-        requests = [self._request(run) for run in runs]
+        now_ms = self.policy.now_ms()
+        leases = [self._lease_of(run, now_ms) for run in runs]
+        requests = [self._request(run, lease[0]) for run, lease in zip(runs, leases, strict=True)]
+        local = {id(run): lease[1] for run, lease in zip(runs, leases, strict=True)}
         sent = self.clock.monotonic()
         deadline = max(run.deadline_ms for run in runs)
         try:  # the common case without the retry wrapper: this is the hot path
@@ -153,7 +171,6 @@ class ClaimBatcher:
         if len(outcomes) != len(runs):
             self._refused(runs, _count_error(len(outcomes), len(runs)))
             return
-        lease_until = sent + self.local_lease_s
         latency_ms = (self.clock.monotonic() - sent) * 1000
         released: list[Run] = []
         early = 0
@@ -166,7 +183,7 @@ class ClaimBatcher:
                     released.append(run)
                 else:
                     run.claim_latency_ms = latency_ms
-                    self.on_won(run, outcome.attempt, lease_until)
+                    self.on_won(run, outcome.attempt, sent + local[id(run)])
             elif kind == "running" and not self.stopping:
                 self.on_backup(run, outcome.lease_expires_at)
             elif kind == "overlap" and run.wait_overlap and self.waiter is not None:

@@ -15,7 +15,9 @@ import contextvars
 import functools
 import logging
 import sys
+import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -57,6 +59,7 @@ class RunExecutor:
         skip_check: Callable[[str, int], str | None] | None = None,
         max_wait_ms: int = 0,
         registered: Callable[[Job], bool] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.instance_id = instance_id
         self.now_ms = now_ms
@@ -84,6 +87,15 @@ class RunExecutor:
         """Runs claimed ahead, by fire time (store ms), until their handlers start."""
         self._bursts = 0
         """Fire times whose runs are being started over several turns of the loop."""
+        self.monotonic = monotonic
+        self.starts: deque[Run] = deque()
+        """Runs with a short lease whose handler just started: the lease keeper (or its thread)
+        takes them from here and extends their leases together (the start renewal)."""
+        self.on_start: Callable[[], None] | None = None
+        """Called when a run is added to :attr:`starts` (wakes the lease keeper)."""
+        self.on_expired: Callable[[Run], None] | None = None
+        """Called with a run whose short lease ended before its handler could start (the lease
+        keeper's ``lose``: the handler never starts here; a backup takes the slot over)."""
 
     def start(self, run: Run, attempt: int, lease_until: float) -> None:
         """Start the handler of a won run (``lease_until``: monotonic end of the new lease)."""
@@ -114,6 +126,17 @@ class RunExecutor:
 
     def _launch(self, run: Run) -> None:
         job = run.job
+        if run.short and run.leased and run.ending is None:
+            if self.monotonic() >= run.lease_until and self.on_expired is not None:
+                # Paused or starved past the local end of its short lease: a backup may
+                # already hold the slot, so the handler must not start here.
+                run.waiting = True  # ended like a run claimed ahead that never started
+                self.on_expired(run)
+                return
+            first = not self.starts
+            self.starts.append(run)
+            if first and self.on_start is not None:  # once per burst: it drains them all
+                self.on_start()
         reason = self.skip_check(job.name, run.slot) if self.skip_check is not None else None
         if reason is None and run.uncertain:
             reason = self._uncertain(run)

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from anarchon._scheduler.outlived import OutlivedRun, end_outlived
@@ -39,6 +40,8 @@ __all__ = ["LeaseThread"]
 
 _POLL_S = 0.05
 """How often the thread looks at the scheduler's loop and at its own schedule, at most."""
+_START_RETRY_S = 0.25
+"""How soon a start renewal that failed (a store outage) is sent again."""
 
 
 class LeaseThread:
@@ -57,6 +60,7 @@ class LeaseThread:
         log: logging.Logger,
         on_refused: Callable[[Sequence[Run]], None],
         on_error: Callable[[tuple[Sequence[Run], BaseException | None]], None],
+        starts: deque[Run] | None = None,
     ) -> None:
         self.backend = backend
         self.owns_backend = owns_backend
@@ -69,6 +73,9 @@ class LeaseThread:
         self.on_refused = on_refused
         self.on_error = on_error
         """Called on the scheduler's loop with ``(runs, error)``; ``error`` None: renewed."""
+        self.starts: deque[Run] = deque() if starts is None else starts
+        """Runs with a short lease whose handler started (appended on the scheduler's loop):
+        renewed within one poll, together (the start renewal, docs/leases.md)."""
         self.last_tick = time.monotonic()
         """Monotonic time of the scheduler loop's last tick (written on that loop)."""
         self._main: asyncio.AbstractEventLoop | None = None
@@ -79,6 +86,10 @@ class LeaseThread:
         self._outlived: list[OutlivedRun] = []
         """Runs left here by ``stop()`` (appended on the scheduler's loop, read here)."""
         self._outlived_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The thread's own loop (set in the thread)."""
+        self._wake: asyncio.Event | None = None
+        """Set by :meth:`poke` to end the thread's poll early."""
 
     # On the scheduler's loop ------------------------------------------------
 
@@ -96,6 +107,13 @@ class LeaseThread:
         loop = self._main
         if loop is not None and not self._stop.is_set():
             self._tick_handle = loop.call_later(min(self.interval_s / 4, 0.25), self._tick)
+
+    def poke(self) -> None:
+        """Runs were added to :attr:`starts`: renew them now, not at the next poll."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(wake.set)
 
     def alive(self) -> bool:
         """True while the thread runs (it can take runs that outlive ``stop()``)."""
@@ -143,11 +161,23 @@ class LeaseThread:
         try:
             if self.owns_backend:
                 await self.backend.init()
+            self._wake = wake = asyncio.Event()
+            self._loop = asyncio.get_running_loop()
             next_beat = time.monotonic()
+            starting: list[Run] = []
+            start_at = 0.0
             while not self._stop.is_set() or self._pending_outlived():
                 now = time.monotonic()
                 if not self._stop.is_set():
                     self._watch_loop(now)
+                    starts = self.starts
+                    while starts:
+                        starting.append(starts.popleft())
+                    if starting and now >= start_at:
+                        due = [r for r in starting if r.short and r.holds_lease]
+                        starting = []
+                        if due and not await self._beat(due):
+                            starting, start_at = due, time.monotonic() + _START_RETRY_S
                 await self._end_outlived()
                 if now >= next_beat:
                     held = [r for r in self._held(now) if r.needs_renewal(now, self.interval_s)]
@@ -156,7 +186,13 @@ class LeaseThread:
                         next_beat = time.monotonic() + self.interval_s / 4
                     if not await self._beat_outlived(now):
                         next_beat = time.monotonic() + self.interval_s / 4
-                await asyncio.sleep(max(0.001, min(_POLL_S, next_beat - time.monotonic())))
+                if self.starts:
+                    continue
+                wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(
+                        wake.wait(), max(0.001, min(_POLL_S, next_beat - time.monotonic()))
+                    )
         except Exception as error:  # never silently: heartbeats fall back to nothing
             self.log.error(
                 "anarchon: the lease keeper thread failed: %s",
@@ -210,6 +246,7 @@ class LeaseThread:
             if ok:
                 if run.holds_lease:
                     run.lease_until = lease_until
+                    run.short = False
             else:
                 refused.append(run)
         if refused:

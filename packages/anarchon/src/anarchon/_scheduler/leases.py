@@ -25,6 +25,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from anarchon._scheduler.lease_thread import LeaseThread
@@ -36,7 +37,7 @@ from anarchon.clock import Clock
 from anarchon.events import NO_EVENTS, EventBus, job_zone, log_extra, slot_iso
 from anarchon.types import RunKey
 
-__all__ = ["LeaseKeeper", "safety_margin_ms"]
+__all__ = ["START_WINDOW_MIN_MS", "LeaseKeeper", "safety_margin_ms", "short_lease_ms"]
 
 
 def safety_margin_ms(lease_ms: int, heartbeat_ms: int) -> int:
@@ -46,6 +47,31 @@ def safety_margin_ms(lease_ms: int, heartbeat_ms: int) -> int:
     interval and the lease, so a renewal always lands before the local end.
     """
     return max(0, min(heartbeat_ms, (lease_ms - heartbeat_ms) // 2))
+
+
+START_WINDOW_MIN_MS = 3_000
+"""The shortest time a slot claimed ahead stays leased past its fire time: it covers a store
+outage of a few seconds around the fire time (docs/leases.md, "Slots claimed ahead")."""
+
+
+def short_lease_ms(ahead_ms: int, lease_ms: int) -> tuple[int, int] | None:
+    """``(lease, local lease)`` in ms of a slot claimed ``ahead_ms`` before its fire time.
+
+    The claim holds the slot until a *start window* ``W = max(2 * ahead, 3 s)``
+    past its fire time; the runner counts it as ended ``W / 2`` earlier (the
+    safety margin of a short lease), so the renewal sent when the handler
+    starts has ``max(ahead, 1.5 s)`` to land, as long as the claims of the
+    slot's wave had before it. None: claimed at or after its fire time, or a
+    short lease would be no shorter than the full one (a lease of a few
+    seconds).
+    """
+    if ahead_ms <= 0:
+        return None
+    window = max(2 * ahead_ms, START_WINDOW_MIN_MS)
+    lease = ahead_ms + window
+    if lease >= lease_ms:
+        return None
+    return lease, lease - window // 2
 
 
 _RECHECK_WINDOW_S = 0.005
@@ -109,6 +135,9 @@ class LeaseKeeper:
         self._wake: asyncio.Future[None] | None = None
         self.thread: LeaseThread | None = None
         """Renews the leases from its own thread when set (heartbeats then leave this loop)."""
+        self.starts: deque[Run] = deque()
+        """Runs with a short lease whose handler started (the executor's): renewed at once,
+        together, by this loop when there is no lease thread (the start renewal)."""
 
     # Backups -------------------------------------------------------------
 
@@ -173,6 +202,8 @@ class LeaseKeeper:
                 wake = min(wake, run.lease_until)
             if self.thread is not None:
                 held = []  # renewed by the lease thread
+            elif self.starts:
+                self._renew_starts()
             if held and not self._beating and now >= self._next_beat:
                 self._beating = True
                 self._next_beat = now + self.interval
@@ -194,6 +225,17 @@ class LeaseKeeper:
             finally:
                 timer.cancel()
                 self._wake = None
+
+    def poke_starts(self) -> None:
+        """A handler with a short lease started: renew it now (without a lease thread)."""
+        if self.thread is None:
+            self._poke()
+
+    def _renew_starts(self) -> None:
+        starts = self.starts
+        due = [run for run in (starts.popleft() for _ in range(len(starts))) if run.holds_lease]
+        for chunk in chunks(due):
+            self.tasks.spawn(self._beat_chunk(chunk), "anarchon-heartbeats")
 
     async def _beat(self, held: list[Run]) -> None:
         """One heartbeat tick: renew every held lease, one ``heartbeat_many`` per chunk."""
@@ -232,6 +274,7 @@ class LeaseKeeper:
                 continue  # ended, or a retry started its next attempt meanwhile (a new lease)
             if ok:
                 run.lease_until = lease_until
+                run.short = False
             elif run.phase is Phase.RUNNING:
                 refused.append(run)
             # FINISHING: the finish raced this heartbeat and landed first; its answer decides.

@@ -19,6 +19,14 @@ that run's end is stored (:meth:`OverlapWait.local_ended`), or at its last
 claim. A slow link then carries one re-check, not one per interval beside
 the finish it waits for.
 
+Right after a store outage every instance's finishes are late at once: each
+instance notices that the store answers again within a probe interval of
+its own, and its finishes then go out. So a slot whose time ran out during
+the outage is re-checked, not written ``skipped``, until
+:data:`RECOVERY_GRACE_MS` after this instance saw the store answer again
+(never past the slot's deadline less one call timeout): a finish that was
+only waiting out the outage lands first, and the slot runs.
+
 Nothing here runs unless a claim was answered ``overlap``: the common case
 costs nothing. Stores that do not honour ``overlap_wait``
 (:attr:`~anarchon.RunStore.overlap_wait` False) get no re-checks.
@@ -34,12 +42,18 @@ from anarchon._scheduler.run_state import Phase, Run
 from anarchon._scheduler.tasks import TaskSet
 from anarchon.clock import Clock
 
-__all__ = ["MIN_RECHECK_MS", "OverlapWait", "recheck_interval_ms"]
+__all__ = ["MIN_RECHECK_MS", "RECOVERY_GRACE_MS", "OverlapWait", "recheck_interval_ms"]
 
 
 MIN_RECHECK_MS = 10
 """The shortest pause between two re-checks of one slot; a slot with less time left gets its
 last claim at once."""
+
+
+RECOVERY_GRACE_MS = 1_000
+"""How long after the store answers again a slot answered ``overlap`` is still re-checked
+before it is written ``skipped``: the other instances' finishes land meanwhile (each notices
+the recovery within ``store_retry.PROBE_S``)."""
 
 
 def recheck_interval_ms(heartbeat_ms: int) -> int:
@@ -62,8 +76,11 @@ class OverlapWait:
         log: logging.Logger,
         lead_ms: int = 0,
         holds: Callable[[str], bool] | None = None,
+        recovered_at: Callable[[], int] | None = None,
     ) -> None:
         self.submit = submit
+        self.recovered_at = recovered_at
+        """Store time at which the last store outage ended (the store policy's), or None."""
         """Claims runs again (the claim batcher's ``submit``)."""
         self.store_now = store_now
         self.clock = clock
@@ -109,6 +126,12 @@ class OverlapWait:
                 gap = (after - following) if after is not None else self.lead_ms * 4
                 lead = min(self.lead_ms, gap // 4)
             end = min(end, following - lead)
+        if self.recovered_at is not None:
+            since = self.recovered_at()
+            if since > 0:  # finishes held by an outage that just ended land first
+                end = max(
+                    end, min(since + RECOVERY_GRACE_MS, run.deadline_ms - self.call_timeout_ms)
+                )
         return end
 
     def add(self, run: Run) -> None:

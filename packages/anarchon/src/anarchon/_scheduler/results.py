@@ -267,7 +267,9 @@ class ResultBatcher:
         left_s = max(run.lease_until for run, _r in finishing) - self.clock.monotonic()
         deadline = self.policy.now_ms() + int(max(left_s, FINISH_RETRY_S) * 1000)
         try:
-            got = await self.policy.call(attempt, deadline, gated=False)
+            got = await self.policy.call(
+                attempt, deadline, gated=False, max_delay_s=self.policy.call_timeout_s
+            )
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -352,7 +354,11 @@ class ResultBatcher:
                 if not self.policy.is_transient(error):
                     raise
                 self.policy.note_outage(error)
-                await self.policy.complete(lambda: self.batches.save_results(writes), gated=False)
+                await self.policy.complete(
+                    lambda: self.batches.save_results(writes),
+                    gated=False,
+                    max_delay_s=self.policy.call_timeout_s,
+                )
             else:
                 if self.policy.outage:
                     self.policy.recovered()

@@ -114,6 +114,7 @@ class Run:
         "leased",
         "phase",
         "recheck",
+        "short",
         "skip_reason",
         "slot",
         "store_error",
@@ -152,6 +153,9 @@ class Run:
         """The round trip of the claim that won this run (ms), for ``run_started``."""
         self.lease_until = 0.0
         """Monotonic time at which the last confirmed lease ends (the runner's view)."""
+        self.short = False
+        """True while the run holds the short lease of a slot claimed ahead: until its handler
+        has started and a renewal has extended it to the full lease (docs/leases.md)."""
         self.store_error: str | None = None
         """The permanent store error that ended the run (``Ending.STORE_ERROR``)."""
         self.ctx: RunContext | None = None
@@ -184,17 +188,16 @@ class Run:
         renewed at the next tick, whose call ends within one interval (the
         call timeout). With the default lease (three intervals, less a
         one-interval safety margin, so two on the runner's clock) that skips
-        only leases long against their heartbeat; and a run claimed ahead
-        whose handler has not started yet is skipped while it has more than
-        1.75 intervals left (the next tick's renewal then has three quarters
-        of a call timeout to land before the runner's own end of the lease),
-        so a tick that falls while a wave is claimed ahead does not renew the
-        whole wave right after its claim.
+        only leases long against their heartbeat. A run claimed ahead whose
+        handler has not started is never renewed by a tick: its short lease
+        lasts past its fire time by construction, and is extended when the
+        handler starts (the start renewal); renewing it earlier would let a
+        dead instance hold the slot for a whole lease.
         """
         left = self.lease_until - now
-        if self.waiting:
-            return left <= 1.75 * interval_s
-        return left <= 2 * interval_s
+        if self.waiting:  # a full lease on a waiting run (a store clock that stepped): as before
+            return not self.short and left <= 1.75 * interval_s
+        return self.short or left <= 2 * interval_s
 
     def __repr__(self) -> str:
         return f"Run({self.job.name!r}, {self.slot}, {self.phase.value}, attempt={self.attempt})"

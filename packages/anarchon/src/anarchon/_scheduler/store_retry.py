@@ -7,6 +7,11 @@ Every store call of the scheduler goes through :class:`StorePolicy`:
 - an error for which ``backend.is_transient(error)`` is True is retried with
   backoff, and an outage is logged once, when it starts, and once when it ends;
 - every other error is raised to the caller unchanged, with its code;
+- a retry waiting in backoff is woken as soon as any call to the store
+  succeeds after a failure (:meth:`StorePolicy.recovered`), and while calls
+  wait in backoff one of them tries again at least every
+  :data:`PROBE_S`, so a store that answers again is noticed within that
+  time, not after the longest backoff;
 - every attempt runs under a per-call timeout (:attr:`StorePolicy.call_timeout_s`,
   cut short by the call's deadline): a call that times out counts as a
   transient error and is retried with the same request (the same tokens).
@@ -24,7 +29,14 @@ from anarchon.backend.base import Backend
 from anarchon.errors import AnarchonError
 from anarchon.events import NO_EVENTS, EventBus
 
-__all__ = ["DEFAULT_CALL_TIMEOUT_S", "GAVE_UP", "CallTimeoutError", "StorePolicy", "describe_error"]
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT_S",
+    "GAVE_UP",
+    "PROBE_S",
+    "CallTimeoutError",
+    "StorePolicy",
+    "describe_error",
+]
 
 T = TypeVar("T")
 
@@ -35,6 +47,9 @@ _HAS_TIMEOUT = sys.version_info >= (3, 11)
 _FIRST_DELAY_S = 0.05
 _MAX_DELAY_S = 5.0
 _LOGGED_ONCE_LIMIT = 1000
+
+PROBE_S = 0.25
+"""While calls wait in backoff, one of them tries again at least this often (the probe)."""
 
 
 DEFAULT_CALL_TIMEOUT_S = 10.0
@@ -91,9 +106,15 @@ class StorePolicy:
         self.stopping = False
         """Set by ``stop()``: a call without deadline gives up after about a second of outage."""
         self.outage = False
+        self.recovered_at_ms = 0
+        """Store time (ms) at which the last outage ended (0: none yet)."""
         self.on_recovered: Callable[[], None] | None = None
         """Called (on the scheduler's loop) when an outage ends: the finishes are re-sent."""
         self._logged: set[tuple[str, str]] = set()
+        self._sleepers: set[asyncio.Future[None]] = set()
+        """Retries waiting in backoff: woken at once when a call succeeds after a failure."""
+        self._next_try = 0.0
+        """Loop time of the soonest retry any waiting call will make (the probe)."""
 
     async def call(
         self,
@@ -101,6 +122,7 @@ class StorePolicy:
         deadline_ms: int | None = None,
         *,
         gated: bool = True,
+        max_delay_s: float = _MAX_DELAY_S,
     ) -> T:
         """Call the store, retrying transient errors with backoff.
 
@@ -108,7 +130,10 @@ class StorePolicy:
         when stopping, after about a second of outage without deadline). Errors
         that are not transient are raised at once. ``gated=False``: the
         operation holds :attr:`gate` itself (per-item fallbacks of a batch).
+        ``max_delay_s`` caps the backoff (finishes: one heartbeat). The backoff
+        ends early when another call succeeds (:meth:`recovered`).
         """
+        max_delay_s = max(_FIRST_DELAY_S, min(max_delay_s, _MAX_DELAY_S))
         delay = _FIRST_DELAY_S
         while True:
             try:
@@ -134,12 +159,37 @@ class StorePolicy:
                     )
                     stopped: T = GAVE_UP
                     return stopped
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _MAX_DELAY_S)
+                await self._backoff(delay)
+                delay = min(delay * 2, max_delay_s)
                 continue
             if self.outage:
                 self.recovered()
             return result
+
+    async def _backoff(self, delay: float) -> None:
+        """Wait ``delay``, or less: until a call succeeds (:meth:`recovered`), and at most
+        :data:`PROBE_S` when no other waiting call will try again within that time."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if not now < self._next_try <= now + PROBE_S:  # nobody else probes soon: this one does
+            delay = min(delay, PROBE_S)
+        wake_at = now + delay
+        if self._next_try <= now or wake_at < self._next_try:
+            self._next_try = wake_at
+        sleeper: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(delay, _wake, sleeper)
+        self._sleepers.add(sleeper)
+        try:
+            await sleeper
+        finally:
+            timer.cancel()
+            self._sleepers.discard(sleeper)
+
+    def wake_retries(self) -> None:
+        """Every call waiting in backoff tries again now (a call to the store just succeeded)."""
+        sleepers, self._sleepers = self._sleepers, set()
+        for sleeper in sleepers:
+            _wake(sleeper)
 
     async def bounded(self, call: Awaitable[T], deadline_ms: int | None = None) -> T:
         """Await one store call under the per-call timeout.
@@ -173,6 +223,7 @@ class StorePolicy:
         deadline_ms: int | None = None,
         *,
         gated: bool = True,
+        max_delay_s: float = _MAX_DELAY_S,
     ) -> bool:
         """:meth:`call` for an operation without an answer: True once done, False if given up."""
 
@@ -180,7 +231,7 @@ class StorePolicy:
             await operation()
             return True
 
-        answer: bool = await self.call(done, deadline_ms, gated=gated)
+        answer: bool = await self.call(done, deadline_ms, gated=gated, max_delay_s=max_delay_s)
         return answer is True
 
     def is_transient(self, error: BaseException) -> bool:
@@ -204,9 +255,12 @@ class StorePolicy:
             )
 
     def recovered(self) -> None:
-        """Log the end of an outage."""
+        """A call succeeded after a failure: wake the retries in backoff, log the end of the outage."""
+        if self._sleepers:
+            self.wake_retries()
         if self.outage:
             self.outage = False
+            self.recovered_at_ms = self.now_ms()
             self.log.info("anarchon: store %s reachable again", self.backend.name)
             self.events.emit("store_recovered", self.now_ms(), store=self.backend.name)
             if self.on_recovered is not None:
@@ -228,3 +282,8 @@ class StorePolicy:
             describe_error(error),
             exc_info=error,
         )
+
+
+def _wake(sleeper: asyncio.Future[None]) -> None:
+    if not sleeper.done():
+        sleeper.set_result(None)
