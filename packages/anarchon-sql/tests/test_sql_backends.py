@@ -34,7 +34,11 @@ from anarchon_sql import (
 from anarchon_sql._dialect import convert_placeholders
 from anarchon_sql.postgres import PsycopgClient
 from anarchon_testservers.postgres import free_port
+from due_now import yearly_due_now
 from psycopg_pool import AsyncConnectionPool
+
+DUE = yearly_due_now()
+"""A yearly slot due a minute before import: no other slot falls inside a test."""
 
 T = TypeVar("T")
 Factory = Callable[[str], SqlBackend]
@@ -474,7 +478,7 @@ async def test_graceful_stop_hands_over_to_a_backup(make: Factory, prefix: str) 
     a = Scheduler(backend_a, instance_id="a", lease="3s", heartbeat="300ms", stop_grace=0)
     b = Scheduler(backend_b, instance_id="b", lease="3s", heartbeat="300ms", stop_grace=0)
     for scheduler in (a, b):
-        scheduler.every(job, "1h", handler, jitter=0, max_late="2h")
+        scheduler.cron(job, DUE, handler, jitter=0, max_late="2h")
     try:
         await a.start()
         for _ in range(200):

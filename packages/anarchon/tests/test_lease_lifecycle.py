@@ -19,6 +19,10 @@ from anarchon._scheduler.leases import safety_margin_ms
 from anarchon.backend.memory import MemoryRunStore
 from anarchon.context import CancelSignal
 from anarchon.types import ClaimOutcome, RunClaim, RunKey
+from due_now import yearly_due_now
+
+DUE = yearly_due_now()
+"""A yearly slot due a minute before import: no other slot falls inside a test."""
 
 FAST: dict[str, Any] = {"lease": "600ms", "heartbeat": "200ms"}
 
@@ -57,8 +61,8 @@ async def test_fencing_token_and_still_owner_while_running() -> None:
         seen.append((ctx.fencing_token, await ctx.still_owner(), bool(ctx.cancelled)))
 
     scheduler = Scheduler(backend, instance_id="a", **FAST)
-    scheduler.every("sync", "1h", sync_handler, jitter=0, max_late="2h")
-    scheduler.every("async", "1h", async_handler, jitter=0, max_late="2h")
+    scheduler.cron("sync", DUE, sync_handler, jitter=0, max_late="2h")
+    scheduler.cron("async", DUE, async_handler, jitter=0, max_late="2h")
     async with scheduler:
         await _until(lambda: len(seen) == 2)
     assert seen == [(1, True, False), (1, True, False)]
@@ -78,9 +82,7 @@ async def test_fencing_key_is_the_attempt_and_the_token_that_holds_the_lease() -
             raise ConnectionError("the next attempt gets a token of its own")
 
     scheduler = Scheduler(backend, instance_id="a", **FAST)
-    scheduler.every(
-        "job", "1h", handler, jitter=0, max_late="2h", retry=Retry(attempts=2, backoff=0)
-    )
+    scheduler.cron("job", DUE, handler, jitter=0, max_late="2h", retry=Retry(attempts=2, backoff=0))
     async with scheduler:
         await _until(lambda: len(keys) == 2)
     (first, held_first), (second, held_second) = keys
@@ -104,7 +106,7 @@ async def test_still_owner_is_false_once_another_attempt_owns_the_run() -> None:
         reasons.append(ctx.cancelled.reason)
 
     scheduler = Scheduler(backend, instance_id="a", **FAST)
-    scheduler.every("job", "1h", handler, jitter=0, max_late="2h")
+    scheduler.cron("job", DUE, handler, jitter=0, max_late="2h")
     async with scheduler:
         await _until(lambda: len(reasons) == 1)
     assert answers == [True, False]
@@ -119,7 +121,7 @@ async def test_still_owner_without_leases_is_true_unless_cancelled() -> None:
         seen.append((ctx.fencing_token, await ctx.still_owner()))
 
     scheduler = Scheduler(backend, instance_id="a")
-    scheduler.every("job", "1h", handler, jitter=0, max_late="2h")
+    scheduler.cron("job", DUE, handler, jitter=0, max_late="2h")
     async with scheduler:
         await _until(lambda: len(seen) == 1)
     assert seen == [(1, True)]
@@ -136,7 +138,7 @@ async def test_still_owner_sync_refuses_the_event_loop() -> None:
             errors.append(getattr(error, "code", ""))
 
     scheduler = Scheduler(backend, instance_id="a", **FAST)
-    scheduler.every("job", "1h", handler, jitter=0, max_late="2h")
+    scheduler.cron("job", DUE, handler, jitter=0, max_late="2h")
     async with scheduler:
         await _until(lambda: len(errors) == 1)
     assert errors == ["ANARCHON_INVALID_CONFIG"]
@@ -157,7 +159,7 @@ async def test_timed_out_sync_handler_keeps_its_lease_until_its_thread_returns()
     a = Scheduler(backend, instance_id="a", **FAST)
     b = Scheduler(backend, instance_id="b", **FAST)
     for s in (a, b):
-        s.every("job", "1h", handler, jitter=0, max_late="2h", timeout="300ms")
+        s.cron("job", DUE, handler, jitter=0, max_late="2h", timeout="300ms")
     async with a:
         await asyncio.sleep(0.2)
         async with b:
@@ -186,7 +188,7 @@ async def test_async_handler_swallowing_cancellation_keeps_its_lease_at_stop(
     a = Scheduler(backend, instance_id="a", stop_grace="1s", **FAST)
     b = Scheduler(backend, instance_id="b", **FAST)
     for s in (a, b):
-        s.every("job", "1h", handler, jitter=0, max_late="2h", max_attempts=3)
+        s.cron("job", DUE, handler, jitter=0, max_late="2h", max_attempts=3)
     caplog.set_level(logging.WARNING, logger="anarchon")
     await a.start()
     await asyncio.sleep(0.05)
@@ -218,7 +220,7 @@ async def test_a_sync_handler_outliving_stop_keeps_its_lease_until_it_returns(
     a = Scheduler(backend, instance_id="a", stop_grace="200ms", **FAST)
     b = Scheduler(backend, instance_id="b", **FAST)
     for s in (a, b):
-        s.every("job", "1h", handler, jitter=0, max_late="2h", max_attempts=3)
+        s.cron("job", DUE, handler, jitter=0, max_late="2h", max_attempts=3)
     caplog.set_level(logging.WARNING, logger="anarchon")
     await a.start()
     await _until(started.is_set)

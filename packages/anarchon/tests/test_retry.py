@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from anarchon import (
     Scheduler,
 )
 from anarchon.errors import UnsupportedError
+from due_now import yearly_due_now
 from plain_backend import PlainBackend
 
 FAST: dict[str, Any] = {"lease": "600ms", "heartbeat": "200ms"}
@@ -38,17 +38,6 @@ class FailsTwice:
         self.calls.append((ctx.attempt, time.monotonic()))
         if len(self.calls) <= self.fails:
             raise self.error(f"boom {len(self.calls)}")
-
-
-def _yearly_due_now() -> str:
-    """A cron expression (UTC) whose last slot was a minute ago and whose next is a year away.
-
-    A retry that would start after the next slot is not made (docs/retries.md): an
-    hourly job's next slot falls inside a 30 s backoff when a test runs in the last
-    seconds of an hour.
-    """
-    then = datetime.now(timezone.utc) - timedelta(minutes=1)
-    return f"{then.minute} {then.hour} {then.day} {then.month} *"
 
 
 async def _until(predicate: Any, timeout: float = 10.0) -> None:
@@ -90,7 +79,7 @@ async def test_fails_twice_then_succeeds_shows_three_attempts(kind: str, make: A
     options: dict[str, Any] = FAST if backend.runs is not None else {}
     scheduler = Scheduler(backend, instance_id="a", **options)
     scheduler.cron(
-        "flaky", _yearly_due_now(), handler, jitter=0, max_late="2h", retry=Retry(3, "200ms", "1s")
+        "flaky", yearly_due_now(), handler, jitter=0, max_late="2h", retry=Retry(3, "200ms", "1s")
     )
     records = await _three_attempts(scheduler, handler, "flaky")
     assert [(r.attempt, r.status) for r in records] == [(1, "error"), (2, "error"), (3, "ok")]
@@ -144,7 +133,7 @@ async def test_a_heartbeat_answered_after_the_retry_does_not_end_the_next_attemp
     scheduler.on("lease_lost", lost.append)
     scheduler.cron(
         "renewed",
-        _yearly_due_now(),
+        yearly_due_now(),
         first_call_slow,
         jitter=0,
         max_late="2h",
@@ -163,7 +152,7 @@ async def test_only_listed_errors_are_retried() -> None:
     scheduler = Scheduler(MemoryBackend(), instance_id="a", **FAST)
     scheduler.cron(
         "picky",
-        _yearly_due_now(),
+        yearly_due_now(),
         handler,
         jitter=0,
         max_late="2h",
@@ -182,7 +171,7 @@ async def test_only_listed_errors_are_retried() -> None:
 async def test_attempts_bound_the_retries() -> None:
     handler = FailsTwice(fails=10)
     scheduler = Scheduler(MemoryBackend(), instance_id="a", **FAST)
-    scheduler.cron("doomed", _yearly_due_now(), handler, jitter=0, max_late="2h", retry=Retry(2, 0))
+    scheduler.cron("doomed", yearly_due_now(), handler, jitter=0, max_late="2h", retry=Retry(2, 0))
     await scheduler.start()
     try:
         await _until(lambda: len(handler.calls) == 2)
@@ -234,7 +223,7 @@ async def test_a_crash_during_the_backoff_is_taken_over() -> None:
     second = FailsTwice(fails=0)
     a = Scheduler(backend, instance_id="a", **FAST)
     b = Scheduler(backend, instance_id="b", **FAST)
-    due = _yearly_due_now()  # one slot for both
+    due = yearly_due_now()  # one slot for both
     a.cron("crashy", due, first, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
     b.cron("crashy", due, second, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
     await a.start()
@@ -300,7 +289,7 @@ async def test_a_stop_during_the_backoff_hands_the_slot_over() -> None:
     second = FailsTwice(fails=0)
     a = Scheduler(backend, instance_id="a", stop_grace="200ms", **FAST)
     b = Scheduler(backend, instance_id="b", **FAST)
-    due = _yearly_due_now()  # one slot for both
+    due = yearly_due_now()  # one slot for both
     a.cron("handy", due, first, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
     b.cron("handy", due, second, jitter=0, max_late="2h", retry=Retry(3, "30s", "30s"))
     await a.start()

@@ -1,6 +1,6 @@
 """Slots claimed ahead hold a short lease; retries wake when the store answers again.
 
-docs/leases.md, "Slots claimed ahead" and "Retries wake on recovery".
+docs/leases.md, "Slots claimed ahead hold a short lease" and "Retries wake on recovery".
 """
 
 from __future__ import annotations

@@ -448,6 +448,7 @@ class Scheduler(JobDeclarations):
         if parts.keeper is not None and parts.keeper.thread is not None:
             await parts.keeper.thread.stop(max(JOIN_S, budget_end - loop.time()))
         await self._tasks.cancel_loops()
+        parts.executor.starts.clear()  # runs whose start renewal stop() made moot
         await self.events.stop()
         self._started = False
         self._parts = self._wakeups = None

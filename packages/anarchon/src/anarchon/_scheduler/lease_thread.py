@@ -135,6 +135,7 @@ class LeaseThread:
         their ends are stored.
         """
         self._stop.set()
+        self.starts.clear()  # their runs are ended by stop(); the deque must not keep them
         if self._tick_handle is not None:
             self._tick_handle.cancel()
         thread = self._thread
@@ -200,6 +201,7 @@ class LeaseThread:
                 exc_info=error,
             )
         finally:
+            self.starts.clear()
             if self.owns_backend:
                 try:
                     await self.backend.close()

@@ -51,7 +51,7 @@ def safety_margin_ms(lease_ms: int, heartbeat_ms: int) -> int:
 
 START_WINDOW_MIN_MS = 3_000
 """The shortest time a slot claimed ahead stays leased past its fire time: it covers a store
-outage of a few seconds around the fire time (docs/leases.md, "Slots claimed ahead")."""
+outage of a few seconds around the fire time (docs/leases.md, "Slots claimed ahead hold a short lease")."""
 
 
 def short_lease_ms(ahead_ms: int, lease_ms: int) -> tuple[int, int] | None:
