@@ -1,4 +1,4 @@
-"""The status page exposed (docs/fleet.md, "Exposing the status page"), on the memory backend.
+"""The status page exposed (docs/operations.md, "Exposing the status page"), on the memory backend.
 
 Writes need a token or an explicit opt-in, a browser's cross-site POST is
 refused with and without a token, a Host the app does not know is refused,

@@ -1,4 +1,4 @@
-"""What the status page checks before it answers (docs/fleet.md, "Exposing the status page").
+"""What the status page checks before it answers (docs/operations.md, "Exposing the status page").
 
 - :class:`HostCheck`: the ``Host`` header must name an allowed host, so a
   DNS-rebinding page cannot reach the app through a name of its own.

@@ -142,7 +142,7 @@ def create_app(
     jobs at a time (``api/status?page=P``), ``history_limit`` runs per job, and
     refreshes every ``refresh_s`` s; the answer is cached that long.
 
-    Writes (pause, resume; docs/fleet.md, "Exposing the status page"):
+    Writes (pause, resume; docs/operations.md, "Exposing the status page"):
 
     - with a ``token`` they need ``Authorization: Bearer <token>`` (the page
       asks for it);
