@@ -8,6 +8,7 @@ surviving nodes have elected a new stream leader).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -85,10 +86,8 @@ async def _answers(urls: list[str], stream: str, prefix: str, timeout: float = 6
             if time.monotonic() > deadline:
                 raise
         finally:
-            try:
+            with contextlib.suppress(Exception):  # closing a client that never connected
                 await probe.close()
-            except Exception:  # closing a client that never connected
-                pass
         await asyncio.sleep(0.02)
 
 
