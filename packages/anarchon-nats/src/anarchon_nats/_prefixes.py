@@ -16,9 +16,16 @@ from __future__ import annotations
 
 import base64
 
-from anarchon.errors import InvalidConfigError
+import nats.errors
+from anarchon.errors import BackendUnavailableError, InvalidConfigError
 from nats.aio.client import Client
-from nats.js.errors import BadRequestError, BucketNotFoundError, NoKeysError
+from nats.js.errors import (
+    BadRequestError,
+    BucketNotFoundError,
+    NoKeysError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
 from nats.js.kv import KeyValue
 
 __all__ = ["PREFIXES_BUCKET", "check_prefix", "prefix_key"]
@@ -51,7 +58,20 @@ async def _keys(kv: KeyValue, stream: str) -> list[str]:
 
 
 async def check_prefix(nc: Client, stream: str, prefix: str, replicas: int, shown: str) -> None:
-    """Add ``prefix`` to ``stream``'s prefixes; refuse it if it nests with one already there."""
+    """Add ``prefix`` to ``stream``'s prefixes; refuse it if it nests with one already there.
+
+    A bucket that does not answer yet (a cluster electing its leader) is a
+    ``BackendUnavailableError``: ``init()`` waits for it as for the stream.
+    """
+    try:
+        await _check_prefix(nc, stream, prefix, replicas, shown)
+    except (NoStreamResponseError, ServiceUnavailableError, nats.errors.TimeoutError) as error:
+        raise BackendUnavailableError(
+            f"{shown}: the bucket {PREFIXES_BUCKET!r} does not answer yet ({error})"
+        ) from error
+
+
+async def _check_prefix(nc: Client, stream: str, prefix: str, replicas: int, shown: str) -> None:
     js = nc.jetstream()
     try:
         kv = await js.key_value(PREFIXES_BUCKET)
