@@ -177,3 +177,91 @@ def test_a_garbage_trimmed_key_is_reported_not_raised(
     assert slots
     reported = {r.__dict__.get("foreign_key") for r in caplog.records}
     assert f"{prefix}job:trimmed" in reported
+
+
+@pytest.mark.parametrize("garbage", ["{bad", '"text"', "[]", '{"a":"x","t":1}', "1e400"])
+def test_every_run_state_script_names_the_key_of_garbage_run_state(
+    redis_server: Server, garbage: str
+) -> None:
+    """Garbage in a slot's run state (``strategy=lease``): every script that reads it (claim,
+    heartbeat, finish, finish+save, retry, release, active) answers ``ANARCHON_FOREIGN_DATA``
+    naming the state key, never ``ANARCHON_BACKEND_ERROR``."""
+    from anarchon.errors import ForeignDataError
+    from anarchon.types import RunClaim, RunFinish, RunRetry
+
+    prefix = f"s{uuid.uuid4().hex[:8]}:"
+
+    async def main() -> dict[str, ForeignDataError | object]:
+        backend = RedisBackend(redis_server.url, prefix=prefix, strategy="lease")
+        await backend.init()
+        try:
+            await backend.prepare_job("job", 10)
+            runs = backend.runs
+            assert runs is not None
+            slot = (time.time_ns() // 1_000_000_000) * 1000
+            conn = await backend.connection()
+            state = "{" + prefix + "job}:state"
+            await conn.execute("HSET", state, str(slot), garbage, "~act", str(slot))
+            calls = {
+                "claim": lambda: runs.claim(RunClaim("job", slot, "t", "i", 30_000)),
+                "heartbeat": lambda: runs.heartbeat("job", slot, "t", 30_000),
+                "finish": lambda: runs.finish("job", slot, "t", "ok"),
+                "retry": lambda: runs.retry(RunRetry("job", slot, "t", "t2", "i", 30_000, 3)),
+                "release": lambda: runs.release("job", slot, "t"),
+                "active": lambda: runs.active("job"),
+                "finish_many": lambda: runs.finish_many(
+                    [RunFinish("job", slot, "t", "ok"), RunFinish("job", slot, "t", "ok")]
+                ),
+            }
+            answers: dict[str, ForeignDataError | object] = {}
+            for name, call in calls.items():
+                try:
+                    answers[name] = await call()
+                except ForeignDataError as error:
+                    answers[name] = error
+            return {"state": state, **answers}
+        finally:
+            await backend.close()
+
+    answers = asyncio.run(main())
+    state = answers.pop("state")
+    for name, answer in answers.items():
+        assert isinstance(answer, ForeignDataError), (name, answer)
+        assert answer.key == state, (name, answer.key, str(answer))
+        assert state in str(answer), (name, str(answer))
+
+
+@pytest.mark.parametrize("field", ["~act"])
+def test_garbage_bookkeeping_fields_are_foreign_data(redis_server: Server, field: str) -> None:
+    """``~act`` and ``~keep`` that are not what the scripts write: ``ANARCHON_FOREIGN_DATA``."""
+    from anarchon.errors import ForeignDataError
+    from anarchon.types import RunClaim
+
+    prefix = f"b{uuid.uuid4().hex[:8]}:"
+
+    async def main() -> tuple[str, BaseException | None]:
+        backend = RedisBackend(redis_server.url, prefix=prefix, strategy="lease")
+        await backend.init()
+        state = "{" + prefix + "job}:state"
+        try:
+            await backend.prepare_job("job", 10)
+            runs = backend.runs
+            assert runs is not None
+            conn = await backend.connection()
+            slot = (time.time_ns() // 1_000_000_000) * 1000
+            await conn.execute("HSET", state, field, "x,y")
+            try:
+                if field == "~act":  # read by a claim that checks overlap
+                    await runs.claim(RunClaim("job", slot, "t", "i", 30_000))
+                else:  # read when a job is prepared
+                    await backend.prepare_job("job", 10)
+            except ForeignDataError as error:
+                return state, error
+            return state, None
+        finally:
+            await backend.close()
+
+    state, error = asyncio.run(main())
+    assert isinstance(error, ForeignDataError), error
+    assert error.key == state, str(error)
+    assert f"{state}[{field}]" in str(error), str(error)

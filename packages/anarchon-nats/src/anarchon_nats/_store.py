@@ -21,6 +21,7 @@ from nats.aio.client import Client
 from anarchon_nats._config import check_job_name
 from anarchon_nats._connection import Connection
 from anarchon_nats._durability import check_server, report
+from anarchon_nats._prefixes import check_prefix
 from anarchon_nats._stream import Stream
 
 __all__ = ["Store"]
@@ -69,6 +70,15 @@ class Store:
             with self.connection.driver_errors("start"):
                 await self._retrying(lambda: self.stream.ensure(opened))
                 await self._retrying(lambda: self.stream.check_format(opened))
+                await self._retrying(
+                    lambda: check_prefix(
+                        opened,
+                        self.stream.name,
+                        self.prefix,
+                        self.stream.replicas or 1,
+                        self.connection.shown,
+                    )
+                )
                 info = await self.connection.api(opened, f"STREAM.INFO.{self.stream.name}")
                 report(info, self.durability, self.stream.name, self.connection.shown)
         except BaseException:

@@ -75,6 +75,22 @@ _TRANSIENT_CLASSES = frozenset(
 """The drivers' classes for those replies (they strip the reply's code from the message)."""
 
 
+FOREIGN_MARK = "ANARCHON_FOREIGN_DATA "
+"""How a Lua script's error reply says a key holds data it cannot parse (``lua/lib/state.lua``)."""
+
+
+def _foreign_from_script(where: str, detail: str, keys: Sequence[str]) -> ForeignDataError:
+    """The ``ForeignDataError`` for a script's ``ANARCHON_FOREIGN_DATA <key>[<field>] ...``."""
+    said = detail[detail.index(FOREIGN_MARK) + len(FOREIGN_MARK) :]
+    key = next((k for k in sorted(keys, key=len, reverse=True) if said.startswith(k + "[")), None)
+    said = said.split(" script:", 1)[0].strip()
+    return ForeignDataError(
+        f"{where}: {said}; another application may write there: use another prefix,"
+        " or remove the data",
+        key=key,
+    )
+
+
 @dataclass(frozen=True)
 class LuaScript:
     """A Lua script and its SHA1 (what ``EVALSHA`` names it by)."""
@@ -400,6 +416,8 @@ class Connection:
         if mapped is not None:
             return mapped
         detail = str(error).strip() or type(error).__name__
+        if FOREIGN_MARK in detail:
+            return _foreign_from_script(self.where, detail, keys)
         if _is_wrongtype(error):
             named = ", ".join(keys) if keys else "a key it uses"
             return ForeignDataError(

@@ -12,7 +12,7 @@ end
 for _, s in ipairs(slots) do
   local raw = redis.call('HGET', KEYS[1], s)
   if raw then
-    local r = decode_state(raw)
+    local r = decode_state(raw, KEYS[1], s)
     if r.s == 'running' then
       out[#out + 1] = s
       out[#out + 1] = r.a

@@ -50,10 +50,11 @@ local function claim(k, slot_s, token, deadline, p)
       local blocker, blocker_slot = nil, nil
       for s in string.gmatch(act, '[^,]+') do
         local n = tonumber(s)
+        if not n then foreign(state, '~act', 'is not a list of slots') end
         if n < slot and (blocker_slot == nil or n > blocker_slot) then
           local other = redis.call('HGET', state, s)
           if other then
-            local o = decode_state(other)
+            local o = decode_state(other, state, s)
             if o.s == 'running' and o.l > now then blocker, blocker_slot = o, n end
           end
         end
@@ -77,7 +78,7 @@ local function claim(k, slot_s, token, deadline, p)
     trim(new_act)
     return p.lease_end
   end
-  local r = decode_state(raw)
+  local r = decode_state(raw, state, slot_s)
   local mine = 0
   if r.t == token then mine = 1 end
   if mine == 1 and r.s == 'running' and r.x == 0 then

@@ -7,7 +7,7 @@ for i = 1, #KEYS do
   out[i] = 0
   local raw = redis.call('HGET', state, slot_s)
   if raw then
-    local r = decode_state(raw)
+    local r = decode_state(raw, state, slot_s)
     if r.t == token and r.s == 'running' and r.x == 0 then
       r.l = lease
       put(state, slot_s, r)

@@ -4,14 +4,14 @@
 -- are still running join `~act`, and the set and the `slots` index are dropped.
 local state = KEYS[1]
 if ARGV[1] ~= '' then
-  local stored = tonumber(redis.call('HGET', state, '~keep') or '0')
+  local stored = stored_number(redis.call('HGET', state, '~keep'), state, '~keep') or 0
   if tonumber(ARGV[1]) > stored then redis.call('HSET', state, '~keep', ARGV[1]) end
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   local act = redis.call('HGET', state, '~act') or ''
   for _, s in ipairs(redis.call('SMEMBERS', KEYS[2])) do
     local raw = redis.call('HGET', state, s)
-    if raw and decode_state(raw).s == 'running' then act = act_add(act, s) end
+    if raw and decode_state(raw, state, s).s == 'running' then act = act_add(act, s) end
   end
   redis.call('HSET', state, '~act', act)
   redis.call('DEL', KEYS[2])

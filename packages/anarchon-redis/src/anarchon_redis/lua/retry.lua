@@ -3,7 +3,7 @@
 local state, runs, slot_s = KEYS[1], KEYS[2], ARGV[1]
 local raw = redis.call('HGET', state, slot_s)
 if not raw then return {'done', 0, '', 0} end
-local r = decode_state(raw)
+local r = decode_state(raw, state, slot_s)
 if r.s == 'running' and r.x == 0 and r.t == ARGV[3] then
   put(state, slot_s, r)  -- a retried retry writes, so a WAIT after it has a write to wait for
   return {'won', r.a, r.r, r.l}

@@ -17,7 +17,7 @@ local function save(k, a)
     local raw = redis.call('HGET', state, slot_s)
     -- Only a run still running is decoded (a lease run was finished already).
     if raw and string.find(raw, '"s":"running"', 1, true) then
-      local r = decode_state(raw)
+      local r = decode_state(raw, state, slot_s)
       if r.t == token and r.s == 'running' then
         r.s, r.f, r.o = 'finished', now, status
         local act = redis.call('HGET', state, '~act')

@@ -12,6 +12,13 @@ Every store call of the scheduler goes through :class:`StorePolicy`:
   wait in backoff one of them tries again at least every
   :data:`PROBE_S`, so a store that answers again is noticed within that
   time, not after the longest backoff;
+- an attempt sent while an outage lasts and still unanswered when another
+  call succeeds is cut short and sent again at once with the same request
+  (as after a timeout): a request the store dropped while it was down (a
+  JetStream stream without a leader answers nothing) does not hold its
+  caller for a whole per-call timeout after the store answers again, and
+  such an attempt waits at most :data:`OUTAGE_ATTEMPT_S` before it is sent
+  again, so a store whose every answer was dropped is probed that often too;
 - every attempt runs under a per-call timeout (:attr:`StorePolicy.call_timeout_s`,
   cut short by the call's deadline): a call that times out counts as a
   transient error and is retried with the same request (the same tokens).
@@ -50,6 +57,10 @@ _LOGGED_ONCE_LIMIT = 1000
 
 PROBE_S = 0.25
 """While calls wait in backoff, one of them tries again at least this often (the probe)."""
+
+
+OUTAGE_ATTEMPT_S = 0.5
+"""The per-call timeout of an attempt sent while an outage lasts (when shorter)."""
 
 
 DEFAULT_CALL_TIMEOUT_S = 10.0
@@ -113,6 +124,8 @@ class StorePolicy:
         self._logged: set[tuple[str, str]] = set()
         self._sleepers: set[asyncio.Future[None]] = set()
         """Retries waiting in backoff: woken at once when a call succeeds after a failure."""
+        self._sent_in_outage: set[asyncio.Future[None]] = set()
+        """Attempts sent during the outage: told to give up when a call succeeds."""
         self._next_try = 0.0
         """Loop time of the soonest retry any waiting call will make (the probe)."""
 
@@ -139,11 +152,14 @@ class StorePolicy:
             try:
                 if gated:
                     async with self.gate:
-                        result = await self.bounded(operation(), deadline_ms)
+                        result = await self._attempt(operation, deadline_ms)
                 else:
-                    result = await self.bounded(operation(), deadline_ms)
+                    result = await self._attempt(operation, deadline_ms)
             except asyncio.CancelledError:
                 raise
+            except _SentInOutageError:
+                delay = _FIRST_DELAY_S
+                continue  # the store answers again: send the same request now
             except Exception as error:
                 if not isinstance(error, CallTimeoutError) and not self.backend.is_transient(error):
                     raise
@@ -165,6 +181,31 @@ class StorePolicy:
             if self.outage:
                 self.recovered()
             return result
+
+    async def _attempt(self, operation: Callable[[], Awaitable[T]], deadline_ms: int | None) -> T:
+        """One attempt; during an outage, cut short (:class:`_SentInOutageError`) by a recovery."""
+        if not self.outage:
+            return await self.bounded(operation(), deadline_ms)
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(
+            self.bounded(operation(), deadline_ms, timeout_s=OUTAGE_ATTEMPT_S)
+        )
+        recovered: asyncio.Future[None] = loop.create_future()
+        self._sent_in_outage.add(recovered)
+        try:
+            await asyncio.wait((task, recovered), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._sent_in_outage.discard(recovered)
+        if task.done():
+            return task.result()
+        task.cancel()
+        await asyncio.wait((task,))
+        if not task.cancelled():
+            task.exception()  # dropped (marked as seen): the request goes again
+        raise _SentInOutageError
 
     async def _backoff(self, delay: float) -> None:
         """Wait ``delay``, or less: until a call succeeds (:meth:`recovered`), and at most
@@ -191,15 +232,20 @@ class StorePolicy:
         for sleeper in sleepers:
             _wake(sleeper)
 
-    async def bounded(self, call: Awaitable[T], deadline_ms: int | None = None) -> T:
+    async def bounded(
+        self, call: Awaitable[T], deadline_ms: int | None = None, *, timeout_s: float | None = None
+    ) -> T:
         """Await one store call under the per-call timeout.
 
         With ``deadline_ms`` (a claim's), the timeout also ends one call timeout
         after that deadline: the store judges lateness itself, so a claim sent
         before its deadline gets its answer even if it lands after it. Raises
         :class:`CallTimeoutError` (transient) when it does not answer in time.
+        ``timeout_s`` shortens the per-call timeout.
         """
         timeout = self.call_timeout_s
+        if timeout_s is not None:
+            timeout = min(timeout, timeout_s)
         if deadline_ms is not None:
             left = (deadline_ms - self.now_ms()) / 1000 + self.call_timeout_s
             timeout = min(timeout, max(0.05, left))
@@ -258,6 +304,10 @@ class StorePolicy:
         """A call succeeded after a failure: wake the retries in backoff, log the end of the outage."""
         if self._sleepers:
             self.wake_retries()
+        if self._sent_in_outage:
+            sent, self._sent_in_outage = self._sent_in_outage, set()
+            for attempt in sent:
+                _wake(attempt)
         if self.outage:
             self.outage = False
             self.recovered_at_ms = self.now_ms()
@@ -282,6 +332,10 @@ class StorePolicy:
             describe_error(error),
             exc_info=error,
         )
+
+
+class _SentInOutageError(Exception):
+    """An attempt sent during an outage, unanswered when another call succeeded."""
 
 
 def _wake(sleeper: asyncio.Future[None]) -> None:

@@ -32,7 +32,7 @@ local function finish(state, slot_s, token, status)
     end
   end
   if not new then
-    local r = decode_state(raw)
+    local r = decode_state(raw, state, slot_s)
     if r.t ~= token then return 0 end
     if r.s == 'finished' then
       redis.call('HSET', state, slot_s, raw)

@@ -5,7 +5,7 @@ local function release(state, results, slot_s, token)
   local got = redis.call('HMGET', state, slot_s, '~act')
   local raw = got[1]
   if not raw then return 0 end
-  local r = decode_state(raw)
+  local r = decode_state(raw, state, slot_s)
   if r.t ~= token then return 0 end
   if r.s ~= 'running' or r.x ~= 0 then
     if r.e == 'handed_over' then return 1 end

@@ -12,7 +12,29 @@ local function encode_state(r)
   if r.o then out = out .. ',"o":' .. jstr(r.o) end
   return out .. '}'
 end
-local decode_state = cjson.decode
+-- Data anarchon did not write (not JSON, a field missing or of another type)
+-- ends the script with an error reply the client turns into ForeignDataError:
+-- `ANARCHON_FOREIGN_DATA <key>[<field>] <what>` (the key as the client sent it).
+local function foreign(key, field, what)
+  error({err = 'ANARCHON_FOREIGN_DATA ' .. key .. '[' .. field .. '] ' .. what})
+end
+local STATE_TYPES = {a = 'number', t = 'string', s = 'string', r = 'string', l = 'number',
+                     b = 'number', m = 'number', x = 'number'}
+local function decode_state(raw, key, field)
+  local ok, r = pcall(cjson.decode, raw)
+  if not ok or type(r) ~= 'table' then foreign(key, field, 'is not JSON run state') end
+  for name, kind in pairs(STATE_TYPES) do
+    if type(r[name]) ~= kind then foreign(key, field, 'has no ' .. kind .. ' "' .. name .. '"') end
+  end
+  return r
+end
+-- A number stored in a bookkeeping field, or nil when the field is absent.
+local function stored_number(value, key, field)
+  if value == nil or value == false then return nil end
+  local n = tonumber(value)
+  if not n then foreign(key, field, 'is not a number') end
+  return n
+end
 -- A token or status that can stand in JSON as it is (no quote or backslash):
 -- then a stored state can be matched and rewritten with plain string search.
 local function plain(s) return not string.find(s, '[\\"]') end
@@ -41,7 +63,8 @@ local function act_set(act)
   local running, n = {}, 0
   if act and act ~= '' then
     for s in string.gmatch(act, '[^,]+') do
-      running[tonumber(s)] = true
+      local n = tonumber(s)
+      if n then running[n] = true end
       n = n + 1
     end
   end

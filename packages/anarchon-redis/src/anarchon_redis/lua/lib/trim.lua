@@ -67,8 +67,9 @@ end
 local function trim_state(state, now, size, keep, running, nrun)
   if redis.call('HLEN', state) - 5 - nrun <= 2 * size then return end
   local got = redis.call('HMGET', state, '~keep', '~st')
-  if got[2] and now < tonumber(got[2]) then return end
-  local stored = tonumber(got[1] or '0') or 0
+  local st = stored_number(got[2], state, '~st')
+  if st and now < st then return end
+  local stored = stored_number(got[1], state, '~keep') or 0
   if stored > keep then keep = stored end
   local slots, names = {}, {}
   for _, f in ipairs(redis.call('HKEYS', state)) do
