@@ -179,6 +179,40 @@ async def test_a_retry_in_backoff_tries_again_at_once_when_another_call_succeeds
     assert len(tries) == before + 2
 
 
+async def test_a_call_the_store_dropped_is_sent_again_when_another_call_succeeds() -> None:
+    """A request sent before the outage was seen and never answered (a store electing a
+    leader drops it) does not wait out its call timeout once the store answers again."""
+    backend = MemoryBackend()
+    policy = StorePolicy(backend, logging.getLogger("anarchon.test"), _wall_ms, 8)
+    sends: list[str] = []
+    dropped = asyncio.Event()
+
+    async def claim() -> str:
+        sends.append("claim")
+        if len(sends) == 1:
+            dropped.set()
+            await asyncio.sleep(3600)  # the first request is dropped: no answer ever
+        return "won"
+
+    async def down() -> str:
+        raise BackendUnavailableError("connection refused")
+
+    async def other() -> str:
+        return "ok"
+
+    waiting = asyncio.create_task(policy.call(claim))
+    await dropped.wait()
+    failed = asyncio.create_task(policy.call(down))  # another call sees the outage
+    await asyncio.sleep(0.1)
+    assert policy.outage
+    failed.cancel()
+    await asyncio.gather(failed, return_exceptions=True)
+    assert await policy.call(other) == "ok"  # the store answers again
+    assert await asyncio.wait_for(waiting, 0.5) == "won"  # sent again at once, same request
+    assert sends == ["claim", "claim"]
+    assert not policy.outage  # the cut-short call started no outage of its own
+
+
 async def test_while_calls_wait_in_backoff_one_of_them_probes_every_quarter_second() -> None:
     backend = MemoryBackend()
     policy = StorePolicy(backend, logging.getLogger("anarchon.test"), _wall_ms, 8)

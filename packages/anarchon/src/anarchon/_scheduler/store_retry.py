@@ -75,6 +75,17 @@ class CallTimeoutError(TimeoutError):
         self.seconds = seconds
 
 
+class CallCutShortError(CallTimeoutError):
+    """A call still unanswered when another call succeeded after an outage: sent again at once.
+
+    Not a failure of its own: it starts no outage and waits no backoff.
+    """
+
+    def __init__(self) -> None:
+        TimeoutError.__init__(self, "cut short: the store answered another call")
+        self.seconds = 0.0
+
+
 def describe_error(error: BaseException) -> str:
     """What was observed: a timeout, a refused or reset connection, else ``Type: message``."""
     if isinstance(error, CallTimeoutError):
@@ -125,6 +136,11 @@ class StorePolicy:
         self._sleepers: set[asyncio.Future[None]] = set()
         """Retries waiting in backoff: woken at once when a call succeeds after a failure."""
         self._sent_in_outage: set[asyncio.Future[None]] = set()
+        self._in_flight: set[Any] = set()
+        """Timeout scopes of the calls waiting for an answer: cut short at a recovery (a store
+        that dropped requests while it was down never answers those)."""
+        self._cut: set[Any] = set()
+        """The scopes of :attr:`_in_flight` that a recovery cut short."""
         """Attempts sent during the outage: told to give up when a call succeeds."""
         self._next_try = 0.0
         """Loop time of the soonest retry any waiting call will make (the probe)."""
@@ -157,7 +173,7 @@ class StorePolicy:
                     result = await self._attempt(operation, deadline_ms)
             except asyncio.CancelledError:
                 raise
-            except _SentInOutageError:
+            except (_SentInOutageError, CallCutShortError):
                 delay = _FIRST_DELAY_S
                 continue  # the store answers again: send the same request now
             except Exception as error:
@@ -207,6 +223,18 @@ class StorePolicy:
             task.exception()  # dropped (marked as seen): the request goes again
         raise _SentInOutageError
 
+    def _cut_in_flight(self) -> None:
+        """End every call still waiting for an answer at once (:class:`CallCutShortError`):
+        each is sent again, with the same request, by its caller."""
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:
+            return
+        for scope in self._in_flight:
+            if scope not in self._cut and not scope.expired():
+                self._cut.add(scope)
+                scope.reschedule(now)
+
     async def _backoff(self, delay: float) -> None:
         """Wait ``delay``, or less: until a call succeeds (:meth:`recovered`), and at most
         :data:`PROBE_S` when no other waiting call will try again within that time."""
@@ -251,13 +279,20 @@ class StorePolicy:
             timeout = min(timeout, max(0.05, left))
         if _HAS_TIMEOUT:  # no extra task per call, unlike wait_for before 3.12
             scope = asyncio.timeout(timeout)  # type: ignore[attr-defined,unused-ignore]
+            in_flight = self._in_flight
+            in_flight.add(scope)
             try:
                 async with scope:
                     return await call
             except TimeoutError:
                 if scope.expired():
+                    if scope in self._cut:
+                        raise CallCutShortError from None
                     raise CallTimeoutError(timeout) from None
                 raise  # the driver's own timeout: reported as it is
+            finally:
+                in_flight.discard(scope)
+                self._cut.discard(scope)
         try:
             return await asyncio.wait_for(call, timeout)
         except asyncio.TimeoutError:
@@ -286,6 +321,8 @@ class StorePolicy:
 
     def note_outage(self, error: BaseException) -> None:
         """Log the start of an outage (once per outage)."""
+        if isinstance(error, CallCutShortError):
+            return  # the store answered another call: no outage
         if not self.outage:
             self.outage = True
             self.log.warning(
@@ -304,6 +341,8 @@ class StorePolicy:
         """A call succeeded after a failure: wake the retries in backoff, log the end of the outage."""
         if self._sleepers:
             self.wake_retries()
+        if self._in_flight:
+            self._cut_in_flight()
         if self._sent_in_outage:
             sent, self._sent_in_outage = self._sent_in_outage, set()
             for attempt in sent:
