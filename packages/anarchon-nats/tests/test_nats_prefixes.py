@@ -1,4 +1,4 @@
-"""Prefixes that nest on one stream are refused at ``init()`` (docs/backends/nats.md, "Prefixes").
+"""Prefixes that nest on one stream are refused at ``init()`` (docs/backends/nats.md, "Subjects").
 
 Two applications on one stream, ``<base>`` and ``<base>_fleet.d.``, would mix
 subjects: the first one's fleet reader gets the second one's job messages.

@@ -8,7 +8,7 @@ subjects. :func:`check_prefix` keeps the prefixes used on each stream in the
 key-value bucket :data:`PREFIXES_BUCKET` (key ``<stream>.<base64url of the
 prefix>``) and refuses, at ``init()``, a prefix that starts with another one
 of the same stream or that another one starts with (docs/backends/nats.md,
-"Prefixes"). A prefix is added first and checked after: of two nesting
+"Subjects"). A prefix is added first and checked after: of two nesting
 applications starting at the same moment, neither gets in.
 """
 

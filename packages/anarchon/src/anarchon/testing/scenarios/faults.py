@@ -167,6 +167,9 @@ class _Workers:
         self, only: int | None = None, max_age_ms: int | None = None, timeout_s: float = 15.0
     ) -> tuple[int, int]:
         """``(worker index, slot)`` of a handler running now (begun at most ``max_age_ms`` ago)."""
+        # A handler in the first half of its run: the fault must land before it ends, also
+        # on a loaded machine where the store read of _settled takes a while.
+        limit = self.work.handler_ms // 2 if max_age_ms is None else max_age_ms
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             now = _wall_ms()
@@ -174,9 +177,14 @@ class _Workers:
                 index = int(a.instance[1:])
                 if only is not None and index != only:
                     continue
-                if max_age_ms is not None and now - a.begin > max_age_ms:
+                if now - a.begin > limit:
                     continue
-                if not a.completed and now - a.end < 3 * TICK_MS and self._settled(index):
+                if (
+                    not a.completed
+                    and now - a.end < 3 * TICK_MS
+                    and self._settled(index)
+                    and _wall_ms() - a.begin <= limit
+                ):
                     return index, a.slot
             time.sleep(0.02)
         raise AssertionError("no handler was running")
