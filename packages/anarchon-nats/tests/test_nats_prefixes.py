@@ -2,8 +2,8 @@
 
 Two applications on one stream, ``<base>`` and ``<base>_fleet.d.``, would mix
 subjects: the first one's fleet reader gets the second one's job messages.
-The second to start is refused with ``ANARCHON_INVALID_CONFIG`` (and taken
-out of the bucket again); the same prefix again starts.
+The second to start is refused with ``ANARCHON_INVALID_CONFIG`` (and never
+written to the bucket); the same prefix again starts.
 """
 
 from __future__ import annotations
@@ -37,6 +37,6 @@ def test_a_prefix_nested_in_one_in_use_on_the_stream_is_refused(nats_url: str) -
             _started(nats_url, stream, nested)
         assert caught.value.code == "ANARCHON_INVALID_CONFIG"
         assert base in str(caught.value)
-    _started(nats_url, stream, base)  # the refused ones were taken out again
+    _started(nats_url, stream, base)  # the refused ones were never added
     with pytest.raises(InvalidConfigError):  # and are refused again
         _started(nats_url, stream, f"{base}a.")

@@ -5,28 +5,31 @@ whose prefixes nest on one stream (``cron.`` and ``cron._fleet.d.``) share
 subjects: a reader of the shorter one (``<prefix>>``, ``<prefix>_fleet.d.>``)
 gets the other's messages, and its fleet subjects can be the other's job
 subjects. :func:`check_prefix` keeps the prefixes used on each stream in the
-key-value bucket :data:`PREFIXES_BUCKET` (key ``<stream>.<base64url of the
-prefix>``) and refuses, at ``init()``, a prefix that starts with another one
-of the same stream or that another one starts with (docs/backends/nats.md,
-"Subjects"). A prefix is added first and checked after: of two nesting
-applications starting at the same moment, neither gets in.
+key-value bucket :data:`PREFIXES_BUCKET` (key ``<stream>``: a JSON list) and
+refuses, at ``init()``, a prefix that starts with another one of the same
+stream or that another one starts with (docs/backends/nats.md, "Subjects").
+The list is written with compare-and-set on its revision: of two nesting
+applications starting at the same moment, the second to write sees the
+first and is refused.
 """
 
 from __future__ import annotations
 
-import base64
+import json
 
 import nats.errors
+from anarchon.backend.foreign import stored_data
 from anarchon.errors import BackendUnavailableError, InvalidConfigError
 from nats.aio.client import Client
 from nats.js.errors import (
     BadRequestError,
     BucketNotFoundError,
-    NoKeysError,
+    KeyDeletedError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
     NoStreamResponseError,
     ServiceUnavailableError,
 )
-from nats.js.kv import KeyValue
 
 __all__ = ["PREFIXES_BUCKET", "check_prefix", "prefix_key"]
 
@@ -34,27 +37,13 @@ PREFIXES_BUCKET = "anarchon_prefixes"
 """The key-value bucket of the prefixes used on each stream of this account."""
 
 
-def prefix_key(stream: str, prefix: str) -> str:
-    """The bucket key of ``prefix`` on ``stream`` (any prefix is one valid key token)."""
-    token = base64.urlsafe_b64encode(prefix.encode()).decode().rstrip("=")
-    return f"{stream}.{token}"
+def prefix_key(stream: str) -> str:
+    """The bucket key that lists the prefixes used on ``stream`` (a JSON list)."""
+    return stream
 
 
-def _prefix_of(key: str) -> str | None:
-    token = key.rpartition(".")[2]
-    try:
-        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-    except (ValueError, UnicodeDecodeError):
-        return None  # not a key this module wrote: ignored
-
-
-async def _keys(kv: KeyValue, stream: str) -> list[str]:
-    """The bucket's keys of ``stream`` (filtered here: the driver's filters vary by version)."""
-    try:
-        keys = await kv.keys()
-    except NoKeysError:
-        return []
-    return [k for k in keys if k.startswith(f"{stream}.")]
+_CAS_TRIES = 20
+"""How often a write that lost a race with another instance's is read and tried again."""
 
 
 async def check_prefix(nc: Client, stream: str, prefix: str, replicas: int, shown: str) -> None:
@@ -80,26 +69,43 @@ async def _check_prefix(nc: Client, stream: str, prefix: str, replicas: int, sho
             kv = await js.create_key_value(bucket=PREFIXES_BUCKET, history=1, replicas=replicas)
         except BadRequestError:  # created in between by another instance
             kv = await js.key_value(PREFIXES_BUCKET)
-    key = prefix_key(stream, prefix)
-    existing = await _keys(kv, stream)
-    added = key not in existing
-    if added:
-        await kv.put(key, prefix.encode())
-        existing = await _keys(kv, stream)
-    nested = sorted(
-        other
-        for other in (_prefix_of(k) for k in existing)
-        if other is not None
-        and other != prefix
-        and (other.startswith(prefix) or prefix.startswith(other))
-    )
-    if not nested:
-        return
-    if added:
-        await kv.delete(key)
-    raise InvalidConfigError(
-        f"{shown}: prefix {prefix!r} nests with prefix {nested[0]!r}, already used on stream"
-        f" {stream!r}: their subjects can mix (a reader of one gets the other's messages);"
-        " use prefixes where neither starts with the other, or another stream, or delete"
-        f" key {prefix_key(stream, nested[0])!r} of bucket {PREFIXES_BUCKET!r} if unused"
+    key = prefix_key(stream)
+    for _ in range(_CAS_TRIES):
+        try:
+            entry = await kv.get(key)
+        except (KeyNotFoundError, KeyDeletedError):
+            used: list[str] = []
+            revision = None
+        else:
+            with stored_data(f"{PREFIXES_BUCKET}/{key}", "a JSON list of prefixes"):
+                loaded = json.loads(entry.value or b"[]")
+                if not isinstance(loaded, list) or not all(isinstance(p, str) for p in loaded):
+                    raise ValueError("not a list of strings")
+            used, revision = loaded, entry.revision
+        nested = sorted(
+            other
+            for other in used
+            if other != prefix and (other.startswith(prefix) or prefix.startswith(other))
+        )
+        if nested:
+            raise InvalidConfigError(
+                f"{shown}: prefix {prefix!r} nests with prefix {nested[0]!r}, already used on"
+                f" stream {stream!r}: their subjects can mix (a reader of one gets the"
+                " other's messages); use prefixes where neither starts with the other, or"
+                f" another stream, or remove {nested[0]!r} from key {key!r} of bucket"
+                f" {PREFIXES_BUCKET!r} if unused"
+            )
+        if prefix in used:
+            return
+        value = json.dumps(sorted([*used, prefix])).encode()
+        try:
+            if revision is None:
+                await kv.create(key, value)
+            else:
+                await kv.update(key, value, last=revision)
+            return
+        except (KeyWrongLastSequenceError, BadRequestError):
+            continue  # another instance wrote first: read its list and check again
+    raise BackendUnavailableError(
+        f"{shown}: the prefixes of stream {stream!r} kept changing while read; try again"
     )
