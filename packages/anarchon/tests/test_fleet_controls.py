@@ -619,3 +619,49 @@ async def test_drift_of_many_jobs_is_one_line_and_its_end_another(
     assert "30 job(s)" in summary[0].getMessage()
     assert "and 25 more" in summary[0].getMessage()
     assert len(lines("a", "schedule drift ended")) == 1
+
+
+class _StuckControls(MemoryBackend):
+    """A memory store whose controls stop answering once ``stuck`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stuck = asyncio.Event()
+        self.unstuck = asyncio.Event()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def controls(self) -> dict[str, JobControl]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if self.stuck.is_set():
+                await self.unstuck.wait()
+            return await super().controls()
+        finally:
+            self.in_flight -= 1
+
+
+async def test_claims_go_on_with_known_controls_while_a_refresh_hangs() -> None:
+    """docs/fleet.md, "Pause, resume and skip": controls read once are kept while a read
+    hangs (a KV stream electing its leader); claims wait for it only briefly, and one
+    read at a time is in flight."""
+    backend = _StuckControls()
+    ran: list[int] = []
+
+    async def tick(ctx: RunContext) -> None:
+        ran.append(ctx.slot)
+
+    s = Scheduler(backend, instance_id="i", control_cache=0, fleet_refresh="1s")
+    s.every("tick", PERIOD, tick)
+    await s.start()
+    try:
+        await _until(lambda: len(ran) >= 2)
+        backend.stuck.set()
+        seen = len(ran)
+        await _until(lambda: len(ran) >= seen + 5)
+        assert backend.in_flight == 1
+    finally:
+        backend.unstuck.set()
+        await s.stop()
+    assert backend.most_in_flight == 1

@@ -417,6 +417,7 @@ class Scheduler(JobDeclarations):
             if manual is not None:  # driven by run_due()
                 await drain(self._tasks, manual, asyncio.get_running_loop().time() + 5)
                 await self._tasks.cancel_loops()
+                await manual.fleet.close()
                 self._parts = self._wakeups = None
                 if self._owns_backend:
                     await self.backend.close()
@@ -448,6 +449,7 @@ class Scheduler(JobDeclarations):
         if parts.keeper is not None and parts.keeper.thread is not None:
             await parts.keeper.thread.stop(max(JOIN_S, budget_end - loop.time()))
         await self._tasks.cancel_loops()
+        await parts.fleet.close()
         parts.executor.starts.clear()  # runs whose start renewal stop() made moot
         await self.events.stop()
         self._started = False

@@ -21,6 +21,7 @@ set of drifting jobs changes, and one line when it ends; each job's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -37,6 +38,7 @@ from anarchon.fleet.types import Declaration, JobControl
 from anarchon.jobs import Job
 
 __all__ = [
+    "CONTROLS_REFRESH_WAIT_S",
     "CONTROLS_WAIT_S",
     "DEFAULT_CONTROL_CACHE_S",
     "DEFAULT_REFRESH_MS",
@@ -50,6 +52,8 @@ DEFAULT_CONTROL_CACHE_S = 1.0
 """How long the fleet-wide controls read in one wake-up are reused."""
 CONTROLS_WAIT_S = 30.0
 """How long an instance that has never read the controls holds its claims, retrying the read."""
+CONTROLS_REFRESH_WAIT_S = 0.25
+"""How long claims wait for a refresh of controls read before; then they go on with those."""
 _CONTROLS_RETRY_MAX_S = 2.0
 _DRIFT_NAMES_SHOWN = 5
 
@@ -93,6 +97,8 @@ class FleetSync:
         self.controls_known = False
         """True once the controls were read (claims wait for that, up to ``controls_wait_s``)."""
         self.controls_wait_s = CONTROLS_WAIT_S
+        self._refresh: asyncio.Task[bool] | None = None
+        """A read of controls known before, still waiting for the store's answer."""
         self._claiming_blind = False
         """The wait ran out: claims go on without the controls until a read succeeds."""
         self._drift_seen: set[tuple[str, frozenset[str]]] = set()
@@ -215,8 +221,28 @@ class FleetSync:
         read_at = self._controls_read_at
         if read_at is not None and now - read_at < self.control_cache_s:
             return
-        self._controls_read_at = now
-        await self._read_controls()
+        if not self.controls_known:
+            self._controls_read_at = now
+            await self._read_controls()
+            return
+        # Controls read before: claims wait a moment for the refresh, then go on
+        # with the last ones read while it finishes on its own. A store whose
+        # controls answer later than its claims (a JetStream KV stream still
+        # electing its leader) must not hold every claim for a request timeout.
+        refresh = self._refresh
+        if refresh is None or refresh.done():
+            self._controls_read_at = now
+            refresh = asyncio.ensure_future(self._read_controls())
+            self._refresh = refresh
+        await asyncio.wait((refresh,), timeout=CONTROLS_REFRESH_WAIT_S)
+
+    async def close(self) -> None:
+        """Wait out a refresh of the controls still in flight (at stop)."""
+        refresh, self._refresh = self._refresh, None
+        if refresh is not None and not refresh.done():
+            refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresh
 
     async def _read_controls(self) -> bool:
         """One read of the controls: True if it succeeded (or the backend has none)."""
