@@ -4,7 +4,8 @@
 //! Every member gets a score for every key; the members with the highest
 //! scores are the key's candidates, in that order (rank 0 first). Removing a
 //! member only moves the keys it ranked on, and every instance computes the
-//! same ranks from the same member list, with no coordination.
+//! same ranks from the same member list, with no coordination
+//! (docs/engine.md, "Delays and rendezvous ranking").
 //!
 //! The score must be the same in every process of a fleet, whatever its
 //! platform, Rust version or build, so it is computed by a hash fixed here

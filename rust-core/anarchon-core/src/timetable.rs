@@ -8,7 +8,8 @@
 //!
 //! A job may also fire a fixed `delay_ms` after its slot (plus its jitter):
 //! the stagger of an instance that is not the job's first candidate. The
-//! slot itself is unchanged; only when it fires and is taken moves.
+//! slot itself is unchanged; only when it fires and is taken moves
+//! (docs/engine.md, "Delays and rendezvous ranking").
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
