@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import resource
+import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -75,6 +76,25 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([line(headers), sep, *(line(r) for r in rows)])
+
+
+def elf_sections(path: Path) -> set[str]:
+    """Section names of a 64-bit little-endian ELF file (empty if not one).
+
+    ``".debug_info"`` among them marks a debug (dev profile) build of ``anarchon._core``.
+    """
+    data = path.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return set()
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    strtab_off = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
+    names = set()
+    for i in range(shnum):
+        name_off = struct.unpack_from("<I", data, shoff + i * shentsize)[0]
+        start = strtab_off + name_off
+        names.add(data[start : data.index(b"\0", start)].decode("ascii", "replace"))
+    return names
 
 
 def ok_ends(

@@ -33,7 +33,6 @@ import argparse
 import gc
 import os
 import statistics
-import struct
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -48,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _co
 import anarchon
 import croniter_rs
 import psutil
-from _common import table
+from _common import elf_sections, table
 from anarchon import Cron, Every, _core
 from croniter import croniter
 
@@ -115,22 +114,6 @@ def best_of(repeats: int, fn: Callable[[], float]) -> float:
 
 def rss_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
-
-
-def elf_sections(path: Path) -> set[str]:
-    """Section names of a 64-bit little-endian ELF file (empty if not one)."""
-    data = path.read_bytes()
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return set()
-    shoff = struct.unpack_from("<Q", data, 0x28)[0]
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    strtab_off = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
-    names = set()
-    for i in range(shnum):
-        name_off = struct.unpack_from("<I", data, shoff + i * shentsize)[0]
-        start = strtab_off + name_off
-        names.add(data[start : data.index(b"\0", start)].decode("ascii", "replace"))
-    return names
 
 
 def check_build() -> bool:

@@ -2,7 +2,7 @@
 
 Covers ``next_after``, half-open ``slots``, ``period_ms``, equality and hashing,
 interval spellings, ``_core.next_after_many``, ``_core.jitter_ms`` and the
-``_core.Timetable`` (due order, wake-ups, removal, replacement, look-back).
+``_core.Timetable`` (due order, wake-ups, removal, replacement, look-back, delay).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from anarchon import Cron, Every, _core
+from anarchon import Cron, Every, InvalidJobError, _core
 from anarchon.durations import Duration
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -414,6 +414,57 @@ def test_timetable_jitter_is_capped_by_half_the_gap() -> None:
         slot, fire_at = table.next_of("a") or (0, 0)
         assert slot <= fire_at < slot + 50
         table.due(fire_at)
+
+
+def test_timetable_delay_moves_the_fire_time_not_the_slot() -> None:
+    table = _core.Timetable("web-1")
+    table.add("a", every(10_000), 2_000, 1, lead_ms=1_000, delay_ms=3_000)
+    jitter = _core.jitter_ms("web-1", "a", 10_000, 2_000, 10_000)
+    assert table.next_of("a") == (10_000, 13_000 + jitter)
+    # taken its lead before the delayed fire time
+    assert table.next_wakeup() == 12_000 + jitter
+    assert table.due(11_999 + jitter) == []
+    assert table.due(12_000 + jitter) == [("a", 10_000, 13_000 + jitter)]
+    assert table.next_of("a") == (
+        20_000,
+        23_000 + _core.jitter_ms("web-1", "a", 20_000, 2_000, 10_000),
+    )
+
+
+def test_timetable_zero_delay_is_the_plain_add() -> None:
+    plain = _core.Timetable("web-1")
+    zero = _core.Timetable("web-1")
+    for n, period in enumerate([1_000, 7_000, 60_000]):
+        plain.add(f"j{n}", every(period), 2_000, 123_456, 5_000, 700)
+        zero.add(f"j{n}", every(period), 2_000, 123_456, 5_000, 700, delay_ms=0)
+    assert plain.due(10**6) == zero.due(10**6)
+    assert plain.next_wakeup() == zero.next_wakeup()
+
+
+def test_timetable_set_delay_keeps_the_pending_slot() -> None:
+    table = _core.Timetable("i")
+    table.add("a", every(10_000), 0, 1, delay_ms=5_000)
+    assert table.due(12_000) == []
+    assert table.set_delay("a", 0)  # now the first candidate: slot 10 000 is due at once
+    assert table.due(12_000) == [("a", 10_000, 10_000)]
+    assert table.set_delay("a", 2_500)
+    assert table.next_of("a") == (20_000, 22_500)
+    assert not table.set_delay("missing", 0)
+
+
+@pytest.mark.parametrize("delay", [-1, DAY + 1, 2**63 - 1])
+def test_timetable_delay_out_of_range_is_refused(delay: int) -> None:
+    table = _core.Timetable("i")
+    table.add("a", every(1_000), 0, 1)
+    with pytest.raises(InvalidJobError) as info:
+        table.add("a", every(5_000), 0, 1, delay_ms=delay)
+    assert info.value.field == "delay_ms"
+    with pytest.raises(InvalidJobError) as info:
+        table.set_delay("a", delay)
+    assert info.value.field == "delay_ms"
+    assert table.next_of("a") == (1_000, 1_000)  # unchanged
+    table.add("b", every(1_000), 0, 1, delay_ms=DAY)
+    assert table.next_of("b") == (1_000, 1_000 + DAY)
 
 
 def test_timetable_with_cron_schedules() -> None:

@@ -2,9 +2,11 @@
 //! the logic lives in the `anarchon-core` crate.
 
 use anarchon_core::history::{self, Claim, RunResult};
+use anarchon_core::rendezvous;
 use anarchon_core::result_json::{result_json as core_result_json, ResultFields};
 use anarchon_core::{
     CronSchedule, Every, Schedule as CoreSchedule, ScheduleError, Timetable as CoreTimetable,
+    Timing,
 };
 use pyo3::exceptions::PyOverflowError;
 use pyo3::intern;
@@ -15,6 +17,8 @@ use pyo3::types::{PyDict, PyString};
 const MAX_LIMIT: usize = 10_000_000;
 /// The limit of `slots()` and `Timetable.due()` when none is given.
 const DEFAULT_LIMIT: usize = 100_000;
+/// The most candidates of a job (`k` of the rendezvous functions).
+const MAX_CANDIDATES: usize = 1_024;
 
 /// Raise `anarchon.errors.InvalidJobError` with the field and position.
 fn invalid_job(py: Python<'_>, error: &ScheduleError) -> PyErr {
@@ -71,6 +75,35 @@ fn limit_arg(value: &Bound<'_, PyAny>) -> PyResult<usize> {
         ));
     }
     Ok(limit)
+}
+
+/// The number of candidates `k`: 1 to [`MAX_CANDIDATES`].
+fn candidates_arg(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let range = "from 1 to 1024";
+    let k: usize = int_arg(value, "k", range)?;
+    if !(1..=MAX_CANDIDATES).contains(&k) {
+        return Err(invalid_job(
+            value.py(),
+            &ScheduleError::in_field(format!("k must be {range}"), "k"),
+        ));
+    }
+    Ok(k)
+}
+
+/// The UTF-8 text of a `str` argument; a `str` with a lone surrogate (no
+/// UTF-8 form, so no stable hash) raises `InvalidJobError` naming `name`.
+fn text_arg<'a>(value: &'a Bound<'_, PyString>, name: &str) -> PyResult<&'a str> {
+    value.to_str().map_err(|_| {
+        invalid_job(
+            value.py(),
+            &ScheduleError::in_field(format!("{name} must be encodable as UTF-8"), name),
+        )
+    })
+}
+
+/// The UTF-8 text of every `str` of a sequence argument.
+fn texts_arg<'a>(values: &'a [Bound<'_, PyString>], name: &str) -> PyResult<Vec<&'a str>> {
+    values.iter().map(|v| text_arg(v, name)).collect()
 }
 
 /// A compiled schedule: an epoch-aligned interval or a cron expression in a zone.
@@ -195,30 +228,41 @@ impl Timetable {
     /// Add or replace a job; its first slot is the latest one in
     /// `[now_ms - lookback_ms, now_ms]`, else the first after `now_ms`.
     /// Each slot is due `lead_ms` before its fire time (at most a quarter of
-    /// the gap to the slot after it).
-    #[pyo3(signature = (job, schedule, jitter_ms, now_ms, lookback_ms = None, lead_ms = None))]
+    /// the gap to the slot after it). Each slot fires `delay_ms` (0 to one
+    /// day) after slot + jitter; the slot itself is unchanged.
+    #[pyo3(signature = (job, schedule, jitter_ms, now_ms, lookback_ms = None, lead_ms = None, *, delay_ms = None))]
+    #[allow(clippy::too_many_arguments)] // the Python signature: one per keyword
     fn add(
         &mut self,
+        py: Python<'_>,
         job: &str,
         schedule: &Bound<'_, Schedule>,
         jitter_ms: &Bound<'_, PyAny>,
         now_ms: &Bound<'_, PyAny>,
         lookback_ms: Option<&Bound<'_, PyAny>>,
         lead_ms: Option<&Bound<'_, PyAny>>,
+        delay_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let jitter = ms_arg(jitter_ms, "jitter_ms")?;
+        let timing = Timing {
+            jitter_ms: ms_arg(jitter_ms, "jitter_ms")?,
+            lead_ms: lead_ms.map_or(Ok(0), |l| ms_arg(l, "lead_ms"))?,
+            delay_ms: delay_ms.map_or(Ok(0), |d| ms_arg(d, "delay_ms"))?,
+        };
         let now = ms_arg(now_ms, "now_ms")?;
         let lookback = lookback_ms.map_or(Ok(0), |l| ms_arg(l, "lookback_ms"))?;
-        let lead = lead_ms.map_or(Ok(0), |l| ms_arg(l, "lead_ms"))?;
-        self.inner.add(
-            job,
-            schedule.get().inner.clone(),
-            jitter,
-            now,
-            lookback,
-            lead,
-        );
-        Ok(())
+        self.inner
+            .add_timed(job, schedule.get().inner.clone(), timing, now, lookback)
+            .map_err(|e| invalid_job(py, &e))
+    }
+
+    /// Change a job's delay (0 to one day), keeping its next slot: that slot
+    /// and the later ones fire `delay_ms` after slot + jitter. False if there
+    /// is no such job.
+    fn set_delay(&mut self, job: &str, delay_ms: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let delay = ms_arg(delay_ms, "delay_ms")?;
+        self.inner
+            .set_delay(job, delay)
+            .map_err(|e| invalid_job(delay_ms.py(), &e))
     }
 
     /// Remove a job; True if it was there.
@@ -267,6 +311,36 @@ impl Timetable {
     fn __contains__(&self, job: &str) -> bool {
         self.inner.contains(job)
     }
+}
+
+/// For each key, the 0-based rank of `me` among `members` under rendezvous
+/// hashing (higher score first), or None when it is `k` (1 to 1024) or more
+/// or `me` is not a member. Duplicate members count once.
+#[pyfunction]
+fn rendezvous_ranks(
+    members: Vec<Bound<'_, PyString>>,
+    me: Bound<'_, PyString>,
+    keys: Vec<Bound<'_, PyString>>,
+    k: &Bound<'_, PyAny>,
+) -> PyResult<Vec<Option<u32>>> {
+    let k = candidates_arg(k)?;
+    let members = texts_arg(&members, "members")?;
+    let me = text_arg(&me, "me")?;
+    let keys = texts_arg(&keys, "keys")?;
+    Ok(rendezvous::ranks(&members, me, &keys, k))
+}
+
+/// The first `k` (1 to 1024) distinct members of `key` under rendezvous hashing, rank 0 first.
+#[pyfunction]
+fn rendezvous_candidates(
+    members: Vec<Bound<'_, PyString>>,
+    key: Bound<'_, PyString>,
+    k: &Bound<'_, PyAny>,
+) -> PyResult<Vec<String>> {
+    let k = candidates_arg(k)?;
+    let members = texts_arg(&members, "members")?;
+    let key = text_arg(&key, "key")?;
+    Ok(rendezvous::candidates(&members, key, k))
 }
 
 fn opt_attr<'py, T: FromPyObjectOwned<'py>>(
@@ -420,6 +494,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Timetable>()?;
     m.add_function(wrap_pyfunction!(next_after_many, m)?)?;
     m.add_function(wrap_pyfunction!(jitter_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(rendezvous_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(rendezvous_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(build_history, m)?)?;
     m.add_function(wrap_pyfunction!(result_json, m)?)?;
     Ok(())

@@ -5,6 +5,11 @@ Every time or duration argument is an ``int`` of milliseconds within
 with ``field`` naming the argument. A ``limit`` is ``0 .. 10_000_000``
 (default 100 000). ``None`` means there is no answer in range (no next slot
 before ``2**63``, or before year 10000 for cron).
+
+A ``delay_ms`` is ``0 .. 86_400_000`` (one day). The rendezvous functions
+rank instance ids by a hash fixed in the engine (the same in every build and
+platform); their ``k`` (number of candidates) is ``1 .. 1024``; a ``str``
+with a lone surrogate raises ``InvalidJobError``.
 """
 
 from collections.abc import Sequence
@@ -20,6 +25,8 @@ __all__ = [
     "build_history",
     "jitter_ms",
     "next_after_many",
+    "rendezvous_candidates",
+    "rendezvous_ranks",
     "result_json",
 ]
 
@@ -50,7 +57,10 @@ class Timetable:
         now_ms: int,
         lookback_ms: int | None = None,
         lead_ms: int | None = None,
+        *,
+        delay_ms: int | None = None,
     ) -> None: ...
+    def set_delay(self, job: str, delay_ms: int) -> bool: ...
     def remove(self, job: str) -> bool: ...
     def due(self, now_ms: int, limit: int | None = None) -> list[tuple[str, int, int]]: ...
     def next_wakeup(self) -> int | None: ...
@@ -61,6 +71,10 @@ class Timetable:
 
 def next_after_many(schedules: Sequence[Schedule], after_ms: int) -> list[int | None]: ...
 def jitter_ms(instance_id: str, job: str, slot: int, jitter_ms: int, gap_ms: int) -> int: ...
+def rendezvous_ranks(
+    members: Sequence[str], me: str, keys: Sequence[str], k: int
+) -> list[int | None]: ...
+def rendezvous_candidates(members: Sequence[str], key: str, k: int) -> list[str]: ...
 def build_history(
     claims: Sequence[Any], results: Sequence[Any], limit: int
 ) -> list[
