@@ -14,7 +14,7 @@ import pytest
 from anarchon import Scheduler
 from anarchon.backend import Backend
 from anarchon.backend.registry import resolve_backend
-from anarchon.testing import BackendContract, FleetContract
+from anarchon.testing import BackendContract, FleetContract, MembershipContract
 from anarchon.testing.contracts.foreign import ForeignDataContract
 from anarchon.testing.contracts.scenarios import (
     ClaimOnlyFaultScenarios,
@@ -25,18 +25,18 @@ from anarchon.testing.contracts.scenarios import (
     StopBoundScenarios,
 )
 from anarchon_nats import NatsBackend
-from anarchon_nats._fleet import control_subject, declaration_subject
+from anarchon_nats._fleet import control_subject, declaration_subject, member_subject
 from anarchon_nats.backend import RECONNECT_AFTER_TIMEOUTS
 from anarchon_testservers.nats import NatsServer
 
 
-class TestNatsBackend(BackendContract, FleetContract, ForeignDataContract):
+class TestNatsBackend(BackendContract, FleetContract, MembershipContract, ForeignDataContract):
     """The default stream and prefix, one backend per test, one per racing thread."""
 
     supports_history_ttl = False
 
     async def write_garbage(self, backend: Backend, job: str, slot: int) -> list[str]:
-        """Garbage on the job's claims and results subjects, and on two fleet subjects."""
+        """Garbage on the job's claims and results subjects, and on three fleet subjects."""
         assert isinstance(backend, NatsBackend)
         store = backend._store
         nc = await store.client()
@@ -44,6 +44,7 @@ class TestNatsBackend(BackendContract, FleetContract, ForeignDataContract):
             *store.job_subjects(job),
             control_subject(store.prefix, f"{job}~bad"),
             declaration_subject(store.prefix, f"{job}~bad", "i-9"),
+            member_subject(store.prefix, f"{job}~bad"),
         ]
         for subject in subjects:
             await nc.jetstream().publish(subject, b'{"slot":1e400,"p":1e400,"ttl":1e400}')

@@ -1,4 +1,4 @@
-"""Every strategy passes ``BackendContract`` and ``FleetContract`` where it runs; ``lease`` passes ``LeaseContract``.
+"""Every strategy passes ``BackendContract``, ``FleetContract`` and ``MembershipContract`` where it runs; ``lease`` passes ``LeaseContract``.
 
 The shipped scenarios (``ScenarioContract``) run on redis-server: ``lease`` and
 ``stream-id`` where both apply, ``stream-id`` for the claim-only ``kill -9``.
@@ -24,6 +24,7 @@ from anarchon.testing import (
     FleetContract,
     LeaseContract,
     LeaseModelContract,
+    MembershipContract,
 )
 from anarchon.testing.contracts.foreign import ForeignDataContract
 from anarchon.testing.contracts.scenarios import ScenarioContract
@@ -60,13 +61,22 @@ async def _write_garbage(backend: Backend, job: str, slot: int) -> list[str]:
             await conn.execute("SET", key, "1e400")
             places.append(key)
     controls, fleet = backend.prefix + "controls", backend.prefix + "fleet"
+    members = backend.prefix + "members"
     bad, big = f"{job}~bad", f"{job}~big"
     await conn.execute("HSET", controls, bad, "{bad", big, '{"p":1e400,"u":null}')
     await conn.execute("HSET", fleet, f"{bad}\ni-9", "1e400")
-    return [*places, f"{controls}[{bad}]", f"{controls}[{big}]", f"{fleet}[{bad}\ni-9]"]
+    await conn.execute("HSET", members, "i-8", "{bad", "i-9", '{"r":1,"seen":1e400,"exp":1e400}')
+    return [
+        *places,
+        f"{controls}[{bad}]",
+        f"{controls}[{big}]",
+        f"{fleet}[{bad}\ni-9]",
+        f"{members}[i-8]",
+        f"{members}[i-9]",
+    ]
 
 
-class _Base(BackendContract, FleetContract, ForeignDataContract):
+class _Base(BackendContract, FleetContract, MembershipContract, ForeignDataContract):
     kind = "redis"
     strategy = "lease"
 
@@ -160,7 +170,7 @@ class TestRedis86Idmp(_Base):
     strategy = "idmp"
 
 
-class _ClusterBase(BackendContract, FleetContract):
+class _ClusterBase(BackendContract, FleetContract, MembershipContract):
     """A real 3-node Redis Cluster through ``redis.asyncio.RedisCluster`` (a client we pass in)."""
 
     strategy = "lease"

@@ -1,4 +1,4 @@
-"""The contract suites (fleet registry included) against PostgreSQL, SQLite and the example subclass (extension path).
+"""The contract suites (fleet registry and membership included) against PostgreSQL, SQLite and the example subclass (extension path).
 
 The shipped scenarios (``ScenarioContract``) run on PostgreSQL and SQLite; SQLite
 (a file, no server) is locked instead of blackholed when ``stop()`` is timed.
@@ -25,6 +25,7 @@ from anarchon.testing import (
     FleetContract,
     LeaseContract,
     LeaseModelContract,
+    MembershipContract,
 )
 from anarchon.testing.contracts.foreign import ForeignDataContract
 from anarchon.testing.contracts.scenarios import (
@@ -75,6 +76,11 @@ async def _write_garbage(backend: Backend, job: str, slot: int) -> list[str]:
             f" expires_at) VALUES ('{job}~bad', 'i-9', 'f', 's', '1e400', {big})",
         ),
         (
+            f"{t('members')}[instance_id='{job}~bad']",
+            f"INSERT INTO {t('members')} (instance_id, roster, seen_at, expires_at)"
+            f" VALUES ('{job}~bad', 'r', '1e400', {big})",
+        ),
+        (
             t("claims"),
             f"INSERT INTO {t('claims')} (job, token, slot, attempt, instance_id, claimed_at,"
             f" manual) VALUES ('{job}', 'garbage', '{{bad', 1, 'i', 0, 0)",
@@ -100,7 +106,9 @@ async def _write_garbage(backend: Backend, job: str, slot: int) -> list[str]:
     return places
 
 
-class TestPostgres(BackendContract, LeaseContract, FleetContract, ForeignDataContract):
+class TestPostgres(
+    BackendContract, LeaseContract, FleetContract, MembershipContract, ForeignDataContract
+):
     """``PostgresBackend`` from a URL: it opens (and closes) its own pool."""
 
     @pytest.fixture
@@ -125,7 +133,9 @@ class TestPostgresNotReadCommitted(LeaseContract):
         return PostgresBackend.from_url(f"{pg_dsn}?{options}&table_prefix=serial_")
 
 
-class TestSqlite(BackendContract, LeaseContract, FleetContract, ForeignDataContract):
+class TestSqlite(
+    BackendContract, LeaseContract, FleetContract, MembershipContract, ForeignDataContract
+):
     """``SqliteBackend`` on a temp file (aiosqlite, WAL)."""
 
     @pytest.fixture
@@ -141,7 +151,7 @@ class TestSqlite(BackendContract, LeaseContract, FleetContract, ForeignDataContr
         return await _write_garbage(backend, job, slot)
 
 
-class TestExampleSubclass(BackendContract, LeaseContract, FleetContract):
+class TestExampleSubclass(BackendContract, LeaseContract, FleetContract, MembershipContract):
     """The documented extension path: a hand-written SqlClient + SqlDialect + SqlBackend."""
 
     @pytest.fixture

@@ -1,4 +1,4 @@
-"""The memory backend passes both contract suites, fresh and as a named shared backend."""
+"""The memory backend passes the contract suites, fresh and as a named shared backend."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from anarchon.backend import Backend
 from anarchon.backend.memory import MemoryBackend
 from anarchon.backend.registry import resolve_backend
-from anarchon.testing import BackendContract, FleetContract, LeaseContract
+from anarchon.testing import BackendContract, FleetContract, LeaseContract, MembershipContract
 
 
 class TestMemoryBackend(BackendContract):
@@ -23,6 +23,20 @@ class TestMemoryFleet(FleetContract):
     @pytest.fixture
     def backend(self) -> Backend:
         return MemoryBackend()
+
+
+class TestMemoryMembership(MembershipContract):
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return MemoryBackend()
+
+
+class TestNamedMemoryMembership(MembershipContract):
+    """``memory://name``: the schedulers of one process share the records."""
+
+    @pytest.fixture
+    def backend(self) -> Backend:
+        return resolve_backend(f"memory://members-{uuid.uuid4().hex[:8]}")
 
 
 class TestMemoryLeases(LeaseContract):

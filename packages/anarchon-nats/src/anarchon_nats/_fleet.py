@@ -12,9 +12,12 @@ base64 of the UTF-8 name, so any job or instance id is one subject token:
   "u": skip_until, "by": updated_by, "pa": paused_at, "ra": resumed_at}``;
   ``updated_at`` is the stored time (``pa``/``ra`` may be missing: a control
   stored before they existed).
+- ``<prefix>_fleet.m.<b64 instance>``: one live member's record (fleet
+  membership, :mod:`anarchon_nats._members`).
 
 Job subjects are ``<prefix><job>.claims`` (two tokens), so these (three and
-four tokens under ``_fleet``) never collide with a job's. A message on them
+four tokens under ``_fleet``) never collide with a job's, nor with each other
+(the second token tells them apart). A message on them
 that is not such JSON is skipped and reported once, by its subject
 (:mod:`anarchon.backend.foreign`).
 :class:`Fleet` publishes and reads them for the backend.
@@ -49,6 +52,8 @@ __all__ = [
     "declaration_payload",
     "declaration_subject",
     "filters",
+    "member_subject",
+    "members_filter",
 ]
 
 log = logging.getLogger("anarchon.nats")
@@ -68,6 +73,16 @@ def declaration_subject(prefix: str, job: str, instance: str) -> str:
 def control_subject(prefix: str, job: str) -> str:
     """The subject of ``job``'s control."""
     return f"{prefix}_fleet.c.{_b64(job)}"
+
+
+def member_subject(prefix: str, instance: str) -> str:
+    """The subject of one instance's membership record."""
+    return f"{prefix}_fleet.m.{_b64(instance)}"
+
+
+def members_filter(prefix: str) -> str:
+    """The wildcard subject of every membership record."""
+    return f"{prefix}_fleet.m.*"
 
 
 def filters(prefix: str) -> tuple[str, str]:

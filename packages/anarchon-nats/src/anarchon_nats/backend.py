@@ -21,7 +21,7 @@ their publishes on the one connection. There are no leases (``runs`` is None).
 
 ``NatsBackend`` is the ``Backend`` the scheduler sees; the work is done by its
 parts around one :class:`~anarchon_nats._store.Store` (connection, stream,
-init state): ``_claims``, ``_history``, ``_fleet`` and ``_clock``.
+init state): ``_claims``, ``_history``, ``_fleet``, ``_members`` and ``_clock``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from anarchon.backend import Backend
+from anarchon.backend.membership import check_member_id, check_refresh
 from anarchon.backend.registry import redact_url
 from anarchon.errors import (
     BackendUnavailableError,
@@ -38,7 +39,7 @@ from anarchon.errors import (
     InvalidConfigError,
     UnsupportedError,
 )
-from anarchon.fleet.types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl, Member
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
 from nats.aio.client import Client
 
@@ -60,6 +61,7 @@ from anarchon_nats._durability import REPLICATED_REPLICAS
 from anarchon_nats._errors import is_transient_error
 from anarchon_nats._fleet import Fleet
 from anarchon_nats._history import History
+from anarchon_nats._members import Members
 from anarchon_nats._pipeline import BATCH_CHUNK as BATCH_CHUNK
 from anarchon_nats._pipeline import Pipeline
 from anarchon_nats._store import Store
@@ -210,6 +212,7 @@ class NatsBackend(Backend):
         self._history = History(self._store)
         self._clock = Clock(self._store)
         self._fleet = Fleet(self._store, self._clock)
+        self._members = Members(self._store, self._clock)
 
     # Construction --------------------------------------------------------
 
@@ -317,6 +320,26 @@ class NatsBackend(Backend):
     async def controls(self) -> dict[str, JobControl]:
         """Every job's newest control."""
         return await self._fleet.controls()
+
+    # Membership (subjects: anarchon_nats._members) -------------------------------
+
+    async def refresh_member(self, instance_id: str, roster: str, ttl_ms: int) -> list[Member]:
+        """Publish this instance's record to ``<prefix>_fleet.m.<b64 instance>``; every live member.
+
+        ``seen_at`` is the message's stored time (the store clock); the
+        subjects of expired records are purged as they are found.
+        """
+        check_refresh(instance_id, roster, ttl_ms)
+        return await self._members.refresh(instance_id, roster, ttl_ms)
+
+    async def leave_member(self, instance_id: str) -> None:
+        """Purge this instance's membership subject."""
+        check_member_id(instance_id)
+        await self._members.leave(instance_id)
+
+    async def members(self) -> list[Member]:
+        """Every live member at the store clock's now, sorted by instance id."""
+        return await self._members.members()
 
     # Clock ---------------------------------------------------------------------
 

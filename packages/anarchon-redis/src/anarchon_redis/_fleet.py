@@ -28,12 +28,13 @@ from anarchon.fleet.types import Declaration, JobControl
 
 from anarchon_redis._client import Connection, text
 
-__all__ = ["control_of", "controls", "declarations", "declare", "set_control"]
+__all__ = ["control_of", "controls", "declarations", "declare", "hash_pairs", "set_control"]
 
 _SEP = "\n"
 
 
-def _pairs(reply: Any) -> list[tuple[str, str]]:
+def hash_pairs(reply: Any) -> list[tuple[str, str]]:
+    """An ``HGETALL`` reply (a dict, or a flat list under RESP2 and in scripts) as (field, value)."""
     if isinstance(reply, dict):
         return [(text(k), text(v)) for k, v in reply.items()]
     items = list(reply or [])
@@ -58,7 +59,7 @@ def _declaration(field: str, raw: str) -> Declaration:
 def _entries(key: str, reply: Any, now: int) -> tuple[list[Declaration], list[str]]:
     live: list[Declaration] = []
     expired: list[str] = []
-    for field, raw in _pairs(reply):
+    for field, raw in hash_pairs(reply):
         entry = skip_unreadable(
             entry_name(key, field), "a declaration", partial(_declaration, field, raw)
         )
@@ -117,7 +118,7 @@ async def controls(conn: Connection, prefix: str, where: str) -> dict[str, JobCo
     """Every job's readable control (an unreadable field is skipped and reported once)."""
     key = prefix + "controls"
     found: dict[str, JobControl] = {}
-    for job, raw in _pairs(await conn.execute("HGETALL", key)):
+    for job, raw in hash_pairs(await conn.execute("HGETALL", key)):
         control = skip_unreadable(
             entry_name(key, job), "a job's control", partial(control_of, job, raw)
         )

@@ -74,6 +74,7 @@ __all__ = [
     "LEASE_RETRY",
     "LEASE_SAVE",
     "LEASE_SCRIPTS",
+    "MEMBERS",
     "SCRIPT_CLAIM",
     "SCRIPT_SCRIPTS",
     "SET_MAX",
@@ -114,6 +115,11 @@ Loaded on first use (``EVALSHA`` reloads it on ``NOSCRIPT``), not at ``init()``.
 """
 
 TRIM_STREAM = _script("trim-stream", "prelude")
+
+MEMBERS = _script("members", "prelude")
+"""Fleet membership, every strategy (:mod:`anarchon_redis._members`): a refresh or a read of
+``<prefix>members`` at one ``TIME``. Loaded on first use (``EVALSHA`` reloads it on
+``NOSCRIPT``), not at ``init()``."""
 
 LEASE_SCRIPTS = (
     LEASE_CLAIM,

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from anarchon.backend import STORE_FORMAT, Backend, InitOnce, RunStore
+from anarchon.backend.membership import check_member_id, check_refresh
 from anarchon.backend.registry import redact_url
 from anarchon.errors import (
     AnarchonError,
@@ -36,10 +37,10 @@ from anarchon.errors import (
     StoreFormatError,
     UnsupportedError,
 )
-from anarchon.fleet.types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl, Member
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord, StoredResult
 
-from anarchon_redis import _fleet
+from anarchon_redis import _fleet, _members
 from anarchon_redis._client import (
     REDIS_DRIVER,
     VALKEY_DRIVER,
@@ -504,6 +505,27 @@ class RedisBackendBase(Backend):
     async def controls(self) -> dict[str, JobControl]:
         """Every job's control."""
         return await _fleet.controls(await self.connection(), self.prefix, self.describe())
+
+    # Membership (key: anarchon_redis._members) -----------------------------
+
+    async def refresh_member(self, instance_id: str, roster: str, ttl_ms: int) -> list[Member]:
+        """Write this instance's record in ``<prefix>members`` and drop expired ones (one script).
+
+        Every strategy; one key, so a cluster needs no hash tag.
+        """
+        check_refresh(instance_id, roster, ttl_ms)
+        return await _members.refresh(
+            await self.connection(), self.prefix, instance_id, roster, ttl_ms
+        )
+
+    async def leave_member(self, instance_id: str) -> None:
+        """Remove this instance's record from ``<prefix>members``."""
+        check_member_id(instance_id)
+        await _members.leave(await self.connection(), self.prefix, instance_id)
+
+    async def members(self) -> list[Member]:
+        """Every live member of ``<prefix>members``, sorted by instance id."""
+        return await _members.members(await self.connection(), self.prefix)
 
 
 def _settings_fields(cls: type[Strategy]) -> list[str]:

@@ -8,7 +8,8 @@ the statements (:mod:`anarchon_sql._statements`), the schema
 (:mod:`anarchon_sql._schema`), the connection (:mod:`anarchon_sql._session`),
 the lease transactions (:mod:`anarchon_sql._lease`, behind
 :class:`~anarchon_sql.SqlRunStore`), history (:mod:`anarchon_sql._history`)
-and the fleet registry (:mod:`anarchon_sql._fleet`).
+the fleet registry (:mod:`anarchon_sql._fleet`) and membership
+(:mod:`anarchon_sql._members`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from typing import ClassVar
 
 from anarchon.backend import Backend
 from anarchon.backend.foreign import skip_unreadable
+from anarchon.backend.membership import check_member_id, check_refresh
 from anarchon.errors import (
     AnarchonError,
     BackendError,
     BackendUnavailableError,
     InvalidConfigError,
 )
-from anarchon.fleet.types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl, Member
 from anarchon.types import (
     PLAIN_CLAIM_LEASE_MS,
     ClaimInput,
@@ -48,6 +50,7 @@ from anarchon_sql._fleet import FleetStatements, control_of, declaration_of, row
 from anarchon_sql._foreign import find_foreign_table
 from anarchon_sql._history import SqlHistory
 from anarchon_sql._lease import SqlLeases
+from anarchon_sql._members import MemberStatements
 from anarchon_sql._run_store import SqlRunStore
 from anarchon_sql._schema import Schema
 from anarchon_sql._session import SqlSession
@@ -119,6 +122,7 @@ class SqlBackend(Backend):
         self._sql = Statements(dialect, self.tables)
         """The backend's statements (benchmarks read their texts to run the same SQL raw)."""
         self._fleet = FleetStatements(dialect, self.tables)
+        self._members = MemberStatements(dialect, self.tables)
         self._schema = Schema(self, self._sql)
         self._session = SqlSession(self.init, self._calls_in_transaction)
         self._history = SqlHistory(self._session, self._sql, self.tables)
@@ -419,6 +423,35 @@ class SqlBackend(Backend):
             for row in await client.all(self._fleet.controls, ())
         )
         return {c.job: c for c in found if c is not None}
+
+    # Membership (anarchon_sql._members) ----------------------------------
+
+    @store_call
+    async def refresh_member(self, instance_id: str, roster: str, ttl_ms: int) -> list[Member]:
+        """Upsert this instance's row (server clock), delete expired rows; every live member.
+
+        One transaction of three statements, whatever the number of jobs.
+        """
+        check_refresh(instance_id, roster, ttl_ms)
+        client = await self._session.ready()
+        members = self._members
+        rows = await self._session.transaction(
+            client, lambda tx: members.refresh_tx(tx, instance_id, roster, ttl_ms)
+        )
+        return members.members_of(rows)
+
+    @store_call
+    async def leave_member(self, instance_id: str) -> None:
+        """Delete this instance's row (nothing if there is none)."""
+        check_member_id(instance_id)
+        client = await self._session.ready()
+        await client.all(self._members.leave, (instance_id,))
+
+    @store_call
+    async def members(self) -> list[Member]:
+        """Every live member (one read), sorted by instance id."""
+        client = await self._session.ready()
+        return self._members.members_of(await client.all(self._members.live, ()))
 
     # Internals -------------------------------------------------------------
 

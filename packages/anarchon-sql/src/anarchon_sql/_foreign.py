@@ -60,6 +60,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "paused_at",
         "resumed_at",
     ),
+    "members": ("instance_id", "roster", "seen_at", "expires_at"),
 }
 """The columns of each table, by logical name (``tables(name)`` gives the real one)."""
 

@@ -11,9 +11,13 @@ Tables (``<p>`` is the table prefix, default ``anarchon_``):
 ``<p>jobs``       per job: a counter of saved results (drives trimming)
 ``<p>fleet``      the fleet registry: one row per ``(job, instance_id)``
 ``<p>controls``   fleet-wide pause and skip, one row per job
+``<p>members``    fleet membership: one row per live instance
 ================  ==========================================================
 
-The last two are in :mod:`anarchon_sql._fleet`.
+``fleet`` and ``controls`` are in :mod:`anarchon_sql._fleet`, ``members`` in
+:mod:`anarchon_sql._members`. A table added in a later version is created at
+the next start of a store made before it: the schema digest changes with the
+statements, so they run again (each is ``IF NOT EXISTS``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from anarchon.errors import StoreFormatError
 from anarchon_sql._client import SqlClient
 from anarchon_sql._dialect import SqlDialect, SqlTables, StoreSetup
 from anarchon_sql._fleet import fleet_ddl
+from anarchon_sql._members import members_ddl
 from anarchon_sql._statements import Statements
 
 __all__ = ["Schema", "ddl"]
@@ -59,6 +64,7 @@ def ddl(dialect: SqlDialect, tables: SqlTables) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {t.jobs} ("
         f"job {text} PRIMARY KEY, saves {big} NOT NULL DEFAULT 0)",
         *fleet_ddl(dialect, tables),
+        *members_ddl(dialect, tables),
         *dialect.extra_tables(tables),
     ]
 

@@ -4,6 +4,8 @@
   (leases) and :data:`STORE_FORMAT` (:mod:`anarchon.backend.base`);
 - per-item fallbacks of the batch calls (:mod:`anarchon.backend.batching`);
 - the lease rules as pure functions (:mod:`anarchon.backend.lease_model`);
+- the input checks and the answer of the membership members
+  (:mod:`anarchon.backend.membership`);
 - how long and how many records a store keeps (:mod:`anarchon.backend.retention`)
   and the default history size (:data:`DEFAULT_HISTORY_SIZE`);
 - results' JSON (:mod:`anarchon.backend.result_json`) and history merging

@@ -28,6 +28,7 @@ from anarchon.backend.lease_model import (
     decide_release,
 )
 from anarchon.backend.lease_model import LeaseState as ModelState
+from anarchon.backend.membership import live_members
 from anarchon.backend.retention import (
     StateRetention,
     history_over,
@@ -35,7 +36,7 @@ from anarchon.backend.retention import (
     kept_runs,
     states_to_drop,
 )
-from anarchon.fleet.types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl, Member
 from anarchon.types import (
     ActiveRun,
     ClaimInput,
@@ -193,6 +194,7 @@ class MemoryStore:
         self.jobs: dict[str, _JobData] = {}
         self.declared: dict[tuple[str, str], Declaration] = {}
         self.controls: dict[str, JobControl] = {}
+        self.members: dict[str, Member] = {}
         self.retention = StateRetention()
 
     def now(self) -> int:
@@ -489,6 +491,20 @@ class MemoryStore:
     def set_control(self, control: JobControl) -> None:
         """Store the control of ``control.job``, stamped with store time."""
         self.controls[control.job] = dataclasses.replace(control, updated_at=self.now())
+
+    # Membership (docs/fleet.md, "Membership") ------------------------------
+
+    def refresh_member(self, instance_id: str, roster: str, ttl_ms: int) -> list[Member]:
+        """Upsert the record until ``ttl_ms`` after now, drop expired ones; every live member."""
+        now = self.now()
+        self.members[instance_id] = Member(instance_id, roster, now, now + ttl_ms)
+        for key in [k for k, m in self.members.items() if m.expires_at <= now]:
+            del self.members[key]
+        return live_members(self.members.values(), now)
+
+    def live_members(self) -> list[Member]:
+        """Every unexpired record, sorted by instance id."""
+        return live_members(self.members.values(), self.now())
 
     # Records and retention (docs/leases.md, anarchon.backend.retention) ----
 

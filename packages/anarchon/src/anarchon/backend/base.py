@@ -19,7 +19,7 @@ from anarchon.errors import (
     InvalidConfigError,
     UnsupportedError,
 )
-from anarchon.fleet.types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl, Member
 from anarchon.types import (
     ActiveRun,
     ClaimInput,
@@ -324,6 +324,30 @@ class Backend(abc.ABC):
     async def controls(self) -> dict[str, JobControl]:
         """The fleet-wide controls of every job that has one."""
         raise UnsupportedError(f"backend {self.name!r} has no fleet-wide controls")
+
+    # Membership (docs/fleet.md, "Membership"): one record per live instance.
+    # Input is checked with anarchon.backend.membership before the store is touched.
+
+    async def refresh_member(self, instance_id: str, roster: str, ttl_ms: int) -> list[Member]:
+        """Upsert this instance's record and return every live member, sorted by instance id.
+
+        The record gets ``seen_at`` = store time now and ``expires_at`` = store
+        time now + ``ttl_ms``; expired records are dropped; the answer holds
+        every unexpired record, this one included. One round trip where the
+        store allows it; its cost grows with the number of members, never
+        with the number of jobs. ``roster`` is stored as given (at most
+        :data:`~anarchon.backend.membership.MAX_ROSTER_CHARS` characters).
+        Bad input raises ``InvalidConfigError``.
+        """
+        raise UnsupportedError(f"backend {self.name!r} has no fleet membership")
+
+    async def leave_member(self, instance_id: str) -> None:
+        """Remove this instance's record now (a stopping instance); idempotent."""
+        raise UnsupportedError(f"backend {self.name!r} has no fleet membership")
+
+    async def members(self) -> list[Member]:
+        """Every live member, sorted by instance id (a read: nothing is written or dropped)."""
+        raise UnsupportedError(f"backend {self.name!r} has no fleet membership")
 
     # Optional batch members (docs/run-store.md, "Batch members") ----------
 

@@ -31,9 +31,10 @@ from anarchon.backend._memory_store import MemoryStore, NowMs
 from anarchon.backend.base import Backend, RunStore
 from anarchon.backend.durability import check_single_node_durability
 from anarchon.backend.history import build_history
+from anarchon.backend.membership import check_member_id, check_refresh
 from anarchon.backend.retention import RETENTION_MARGIN_MS
 from anarchon.errors import InvalidConfigError
-from anarchon.fleet.types import Declaration, JobControl
+from anarchon.fleet.types import Declaration, JobControl, Member
 from anarchon.types import (
     ActiveRun,
     ClaimInput,
@@ -248,6 +249,25 @@ class MemoryBackend(Backend):
         """The control of every job that has one."""
         with self._state.lock:
             return dict(self._state.controls)
+
+    # Membership (docs/fleet.md, "Membership") -------------------------
+
+    async def refresh_member(self, instance_id: str, roster: str, ttl_ms: int) -> list[Member]:
+        """Upsert this instance's record (store time), drop expired ones; every live member."""
+        check_refresh(instance_id, roster, ttl_ms)
+        with self._state.lock:
+            return self._state.refresh_member(instance_id, roster, ttl_ms)
+
+    async def leave_member(self, instance_id: str) -> None:
+        """Remove this instance's record (nothing to do if there is none)."""
+        check_member_id(instance_id)
+        with self._state.lock:
+            self._state.members.pop(instance_id, None)
+
+    async def members(self) -> list[Member]:
+        """Every live member, sorted by instance id."""
+        with self._state.lock:
+            return self._state.live_members()
 
     # Backend ----------------------------------------------------------
 

@@ -4,14 +4,16 @@ Each instance records what it declares (:class:`Declaration`), refreshed every
 few minutes and expiring when it stops; operators pause, resume and skip jobs
 for the whole fleet (:class:`JobControl`). Backends store both through the
 optional members ``Backend.declare``, ``Backend.declarations``,
-``Backend.set_control`` and ``Backend.controls``.
+``Backend.set_control`` and ``Backend.controls``. The live members of the
+fleet (:class:`Member`, docs/fleet.md, "Membership") go through
+``Backend.refresh_member``, ``Backend.leave_member`` and ``Backend.members``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Declaration", "JobControl"]
+__all__ = ["Declaration", "JobControl", "Member"]
 
 
 @dataclass(frozen=True)
@@ -46,3 +48,17 @@ class JobControl:
     resumed_at: int | None = None
     """Store time (ms) of the last ``resume`` of a paused job: the slot of its catch-up run
     (docs/fleet.md, "Pause, resume and skip")."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One live instance of the fleet, as the membership record holds it (docs/fleet.md, "Membership")."""
+
+    instance_id: str
+    roster: str
+    """An opaque digest the instance computes of the ``(job, fingerprint)`` set it declares
+    (at most :data:`anarchon.backend.membership.MAX_ROSTER_CHARS` characters); stored as given."""
+    seen_at: int
+    """Store time (ms) of the instance's last refresh."""
+    expires_at: int
+    """Store time (ms) after which the record no longer counts."""

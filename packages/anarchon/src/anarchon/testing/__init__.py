@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from anarchon.testing.contracts.fleet import FleetContract
     from anarchon.testing.contracts.lease import LeaseContract
     from anarchon.testing.contracts.lease_model import LeaseModelContract
+    from anarchon.testing.contracts.membership import MembershipContract
     from anarchon.testing.contracts.sync import SyncFacadeContract
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "FleetRun",
     "LeaseContract",
     "LeaseModelContract",
+    "MembershipContract",
     "SyncFacadeContract",
     "UncertainClaims",
     "make_claims_uncertain",
@@ -54,6 +56,7 @@ _CONTRACTS = {
     "FleetContract": "anarchon.testing.contracts.fleet",
     "LeaseContract": "anarchon.testing.contracts.lease",
     "LeaseModelContract": "anarchon.testing.contracts.lease_model",
+    "MembershipContract": "anarchon.testing.contracts.membership",
     "SyncFacadeContract": "anarchon.testing.contracts.sync",
 }
 """The suites by name, and their modules."""

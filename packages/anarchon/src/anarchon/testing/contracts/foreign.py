@@ -3,8 +3,9 @@
 A subclass overrides the ``backend`` fixture as for
 :class:`~anarchon.testing.BackendContract` and :meth:`ForeignDataContract.write_garbage`:
 write something that is not anarchon's into every key, table row or subject
-the backend owns for a job (and into the shared controls and registry), and
-return the names the backend gives those places (``ForeignDataError.key``).
+the backend owns for a job (and into the shared controls, registry and, on a
+backend with membership, the member records), and return the names the
+backend gives those places (``ForeignDataError.key``).
 Every reader must then answer with a coded
 :class:`~anarchon.errors.ForeignDataError` naming the place, or skip the
 entry and report it (a WARNING with ``foreign_key``); never a raw
@@ -34,6 +35,11 @@ GARBAGE: tuple[str, ...] = ("{bad", "1e400", '{"p":1e400,"u":1e400,"at":"x","by"
 """Values a garbage writer may store (broken JSON, a float too large for an int, ...)."""
 
 
+def _has_membership(backend: Backend) -> bool:
+    """True when the backend overrides the membership members (docs/fleet.md, "Membership")."""
+    return type(backend).members is not Backend.members
+
+
 class ForeignDataContract(ContractBase):
     """Every reader of stored data answers garbage with a coded error, or skips and reports it."""
 
@@ -42,7 +48,8 @@ class ForeignDataContract(ContractBase):
 
         ``job`` has a claimed run at ``slot`` with a result (the places of a
         job exist); also add garbage entries to the shared controls and
-        registry (e.g. a control for a job named ``zzz``). Names are what
+        registry (e.g. a control for a job named ``zzz``) and, on a backend
+        with membership, a garbage member record. Names are what
         the backend puts in ``ForeignDataError.key`` for those places.
         """
         pytest.fail(f"{type(self).__name__} must override write_garbage()", pytrace=False)
@@ -63,6 +70,9 @@ class ForeignDataContract(ContractBase):
             declared = Declaration(job, "i-1", "f" * 16, "every 1000ms", seen_at=0, expires_at=0)
             await b.declare([declared], 120_000)
             await pause_job(b, paused, by="contract")
+            membership = _has_membership(b)
+            if membership:
+                await b.refresh_member("i-1", "roster", 120_000)
             places = await self.write_garbage(b, job, slot)
             assert places, "write_garbage() wrote nothing"
             raised: dict[str, str | None] = {}
@@ -74,6 +84,9 @@ class ForeignDataContract(ContractBase):
                 "history_many": lambda: b.history_many([job], 10),
                 "fleet_status": lambda: fleet_status(b),
             }
+            if membership:
+                readers["members"] = b.members
+                readers["refresh_member"] = lambda: b.refresh_member("i-1", "roster", 120_000)
             runs = b.runs
             if runs is not None:
                 readers["active"] = lambda: runs.active(job)
