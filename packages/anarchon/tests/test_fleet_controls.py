@@ -167,8 +167,12 @@ async def test_backend_without_registry_keeps_scheduling(caplog: pytest.LogCaptu
     finally:
         await s.stop()
     notes = [r for r in caplog.records if "no fleet" in r.getMessage()]
-    assert len(notes) == 2, [r.getMessage() for r in notes]  # registry once, controls once
-    assert all(r.levelno == logging.DEBUG for r in notes)
+    messages = [r.getMessage() for r in notes]
+    assert len(notes) == 3, messages  # registry once, controls once, membership once
+    membership = [r for r in notes if "membership" in r.getMessage()]
+    assert len(membership) == 1, messages
+    assert membership[0].levelno == logging.INFO  # every instance claims every job-slot
+    assert all(r.levelno == logging.DEBUG for r in notes if r not in membership)
 
 
 def test_schedule_text_round_trips() -> None:

@@ -52,6 +52,8 @@ EventKind = Literal[
     "store_unavailable",
     "store_recovered",
     "schedule_drift",
+    "member_joined",
+    "member_left",
 ]
 
 EVENT_KINDS: frozenset[str] = frozenset(
@@ -65,6 +67,8 @@ EVENT_KINDS: frozenset[str] = frozenset(
         "store_unavailable",
         "store_recovered",
         "schedule_drift",
+        "member_joined",
+        "member_left",
     )
 )
 """Every kind ``scheduler.on()`` accepts."""
@@ -112,6 +116,8 @@ class Event:
     """``store_unavailable``/``store_recovered``: the backend's name."""
     details: dict[str, Any] | None = None
     """``schedule_drift``: e.g. the fingerprints and how many instances hold each."""
+    member: str | None = None
+    """``member_joined``/``member_left``: the other instance's id."""
 
     @property
     def scheduled_at(self) -> datetime.datetime | None:

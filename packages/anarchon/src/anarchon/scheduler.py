@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from anarchon import _core
 from anarchon._scheduler.assembly import Parts, build_parts, default_instance_id, new_token
-from anarchon._scheduler.config import UNSET, claim_ahead_ms, config_ms, lease_timings
+from anarchon._scheduler.candidates import DEFAULT_CANDIDATES, DEFAULT_STAGGER_MS
+from anarchon._scheduler.config import (
+    UNSET,
+    candidate_count,
+    claim_ahead_ms,
+    config_ms,
+    lease_timings,
+)
 from anarchon._scheduler.declaring import JobDeclarations
 from anarchon._scheduler.drain import JOIN_S, close_within, drain, drain_for_stop
 from anarchon._scheduler.due import due_records, take_due
@@ -101,6 +108,8 @@ class Scheduler(JobDeclarations):
         control_cache: Duration = DEFAULT_CONTROL_CACHE_S,
         gc_freeze: bool = True,
         claim_ahead: Duration = UNSET,
+        candidates: int | None = DEFAULT_CANDIDATES,
+        candidate_stagger: Duration = DEFAULT_STAGGER_MS / 1000,
     ) -> None:
         self._owns_backend = not isinstance(backend, Backend)
         self._url: str | None = (
@@ -121,6 +130,11 @@ class Scheduler(JobDeclarations):
         self.claim_ahead_ms = claim_ahead_ms(leases, claim_ahead)
         """How long before its fire time a slot is claimed (lease backends; docs/scaling.md, "Claiming ahead")."""
         self.fleet_refresh_ms = config_ms(fleet_refresh, "fleet_refresh")
+        self.candidates = candidate_count(candidates)
+        """How many instances claim each job-slot; None: every instance (docs/scaling.md, "Candidates")."""
+        self.candidate_stagger_ms = config_ms(
+            candidate_stagger, "candidate_stagger", allow_zero=True
+        )
         self.control_cache_ms = config_ms(control_cache, "control_cache", allow_zero=True)
         if (
             isinstance(max_in_flight, bool)
@@ -273,7 +287,7 @@ class Scheduler(JobDeclarations):
             raise InvalidConfigError(
                 "this scheduler is driven by run_due(); call stop() before start()"
             )
-        await self._open()
+        await self._open(members=True)
         parts = self._parts
         assert parts is not None
         await parts.fleet.refresh_controls(wait=False)  # the wake-up loop waits for them
@@ -282,6 +296,7 @@ class Scheduler(JobDeclarations):
         self.events.start()
         self._tasks.spawn_loop(parts.wakeups.run(), "anarchon-scheduler")
         self._tasks.spawn_loop(parts.fleet.run(), "anarchon-fleet")
+        self._tasks.spawn_loop(parts.candidates.run(), "anarchon-members")
         if parts.keeper is not None:
             self._tasks.spawn_loop(parts.keeper.run(), "anarchon-heartbeats")
             if parts.keeper.thread is not None:
@@ -295,8 +310,12 @@ class Scheduler(JobDeclarations):
             len(self._jobs),
         )
 
-    async def _open(self) -> None:
-        """Connect, build the parts and prepare the jobs (no background loop yet)."""
+    async def _open(self, *, members: bool = False) -> None:
+        """Connect, build the parts and prepare the jobs (no background loop yet).
+
+        With ``members`` (``start()``), this instance's membership record is
+        written first, so each job goes into the timetable only if this
+        instance is one of its candidates."""
         if self._implicit_memory:
             self.log.warning(
                 "anarchon: no backend given and %s is not set: using memory://, so every"
@@ -324,6 +343,8 @@ class Scheduler(JobDeclarations):
             claim_ahead_ms=self.claim_ahead_ms,
             fleet_refresh_ms=self.fleet_refresh_ms,
             control_cache_ms=self.control_cache_ms,
+            candidates=self.candidates,
+            stagger_ms=self.candidate_stagger_ms,
             call_timeout_s=self.call_timeout_s,
             on_drift=self._on_drift,
             still_owner=self._still_owner,
@@ -334,6 +355,8 @@ class Scheduler(JobDeclarations):
         self._parts = parts
         self._wakeups = parts.wakeups
         self._loop = asyncio.get_running_loop()
+        if members:
+            await parts.candidates.refresh()
         try:
             jobs = list(self._jobs.values())
             for first in range(
@@ -431,7 +454,8 @@ class Scheduler(JobDeclarations):
         parts.claims.cancel_retries()
         if self._wakeups is not None:
             self._wakeups.stop()
-        await self._tasks.cancel_loops("anarchon-scheduler")
+        await self._tasks.cancel_loops("anarchon-scheduler", "anarchon-members")
+        await parts.candidates.leave(self.call_timeout_s)  # before hand-over: backups rank up
         if parts.keeper is not None:
             parts.keeper.drop_backups()
         loop = asyncio.get_running_loop()

@@ -17,6 +17,7 @@ import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from anarchon._scheduler.candidates import Candidates
 from anarchon._scheduler.claims import ClaimBatcher
 from anarchon._scheduler.executor import RunExecutor
 from anarchon._scheduler.finish_resend import RecentFinishes
@@ -80,6 +81,7 @@ class Parts:
         keeper: LeaseKeeper | None,
         wakeups: WakeUpLoop,
         fleet: FleetSync,
+        candidates: Candidates,
     ) -> None:
         self.policy = policy
         self.claims = claims
@@ -88,6 +90,7 @@ class Parts:
         self.keeper = keeper
         self.wakeups = wakeups
         self.fleet = fleet
+        self.candidates = candidates
 
 
 def build_parts(
@@ -109,6 +112,8 @@ def build_parts(
     claim_ahead_ms: int,
     fleet_refresh_ms: int,
     control_cache_ms: int,
+    candidates: int | None,
+    stagger_ms: int,
     call_timeout_s: float,
     on_drift: Callable[[str, dict[str, int]], None],
     still_owner: Callable[[Run], Awaitable[bool]],
@@ -275,11 +280,26 @@ def build_parts(
         )
         fleet.on_controls = catch_up.check
         wakeups.watch = lambda: catch_up.watching
+    ranking = Candidates(
+        backend=backend,
+        instance_id=instance_id,
+        jobs=jobs,
+        k=candidates,
+        stagger_ms=stagger_ms,
+        policy=policy,
+        fingerprint_of=fleet.fingerprint_of,
+        events=events,
+        log=log,
+    )
+    ranking.on_change = wakeups.rank_changed
+    wakeups.rank_of = ranking.rank_of
+    wakeups.delay_of = ranking.delay_ms
+    wakeups.jobs_changed = ranking.jobs_changed
     claims.events = executor.events = results.events = wakeups.events = events
     retries.events = events
     if keeper is not None:
         keeper.events = events
-    return Parts(policy, claims, executor, results, keeper, wakeups, fleet)
+    return Parts(policy, claims, executor, results, keeper, wakeups, fleet, ranking)
 
 
 def recent_finishes(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from anarchon._scheduler.candidates import MAX_CANDIDATES
 from anarchon._scheduler.wakeup import DEFAULT_CLAIM_AHEAD_MS, MAX_CLAIM_AHEAD_MS
 from anarchon.durations import Duration, to_ms
 from anarchon.errors import InvalidConfigError, InvalidJobError, UnsupportedError
 
-__all__ = ["UNSET", "claim_ahead_ms", "config_ms", "lease_timings"]
+__all__ = ["UNSET", "candidate_count", "claim_ahead_ms", "config_ms", "lease_timings"]
 
 UNSET: Any = object()
 """The default of an option whose default depends on the backend (``lease``, ...)."""
@@ -58,3 +59,19 @@ def claim_ahead_ms(leases: bool, claim_ahead: Duration) -> int:
             f"claim_ahead must be at most {MAX_CLAIM_AHEAD_MS} ms, got {ahead_ms} ms"
         )
     return ahead_ms
+
+
+def candidate_count(candidates: object) -> int | None:
+    """``Scheduler(candidates=...)``: None (every instance claims) or ``1 .. 1024``."""
+    if candidates is None:
+        return None
+    if (
+        isinstance(candidates, bool)
+        or not isinstance(candidates, int)
+        or not 1 <= candidates <= MAX_CANDIDATES
+    ):
+        raise InvalidConfigError(
+            f"candidates must be None (every instance claims every job) or an integer"
+            f" from 1 to {MAX_CANDIDATES}, got {candidates!r}"
+        )
+    return candidates

@@ -94,6 +94,15 @@ class WakeUpLoop:
         self.watch = watch
         """True while ``before_claims`` should also run on wake-ups without due slots, at least
         every :data:`WATCH_INTERVAL_S` (a paused job waits for its ``resume``)."""
+        self.rank_of: Callable[[Job], int | None] = lambda job: 0
+        """This instance's rank among the job's candidates; None: another instance's job."""
+        self.delay_of: Callable[[Job, int], int] = lambda job, rank: 0
+        """How long after its slot a candidate of ``rank`` claims the job."""
+        self.jobs_changed: Callable[[], None] = lambda: None
+        """Called when a job is added or removed (the roster changes)."""
+        self.placed: set[str] = set()
+        """Jobs prepared for this instance, in the timetable or ranked out of it."""
+        self._delays: dict[str, int] = {}
         self._wake: asyncio.Future[None] | None = None
         self._stopped = False
 
@@ -104,19 +113,59 @@ class WakeUpLoop:
         self.poke()
 
     def add_job(self, job: Job) -> None:
-        """Put a prepared job in the timetable (and claim its catch-up slot, on lease backends)."""
+        """Put a prepared job in the timetable if this instance is one of its candidates
+        (and claim its catch-up slot, on lease backends)."""
+        self.placed.add(job.name)
+        self.jobs_changed()
+        rank = self.rank_of(job)
+        if rank is None:
+            return
         now = self.store_time.now_ms()
         compiled = job.schedule._compiled
-        self.timetable.add(job.name, compiled, job.jitter_ms, now, job.max_late_ms, self.lead_ms)
+        self._put(job, now, self.delay_of(job, rank))
         if job.catch_up_ms > job.max_late_ms and self.leases:
             slot = compiled.latest_between(now - job.catch_up_ms, now - job.max_late_ms - 1)
             if slot is not None:
                 self.submit([self.new_run(job, slot, slot + job.catch_up_ms)])
         self.poke()
 
+    def _put(self, job: Job, now: int, delay_ms: int) -> None:
+        """(Re)place ``job`` in the timetable: its slots from ``max_late`` ago, due ``delay_ms`` late."""
+        self._delays[job.name] = delay_ms
+        self.timetable.add(
+            job.name,
+            job.schedule._compiled,
+            job.jitter_ms,
+            now,
+            job.max_late_ms,
+            self.lead_ms,
+            delay_ms=delay_ms,
+        )
+
+    def rank_changed(self, job: Job, before: int | None, after: int | None) -> None:
+        """The candidates changed: take the job out, put it in (its missed slots too), or
+        move its fire time to the new rank's delay."""
+        if job.name not in self.placed or self.jobs.get(job.name) is not job:
+            return
+        if after is None:
+            self.timetable.remove(job.name)
+            self._delays.pop(job.name, None)
+        elif before is None or job.name not in self.timetable:
+            # Slots within max_late that its old candidates may have missed are claimed
+            # too: they answer ``done`` where a run happened.
+            self._put(job, self.store_time.now_ms(), self.delay_of(job, after))
+        else:
+            delay = self.delay_of(job, after)
+            self._delays[job.name] = delay
+            self.timetable.set_delay(job.name, delay)
+        self.poke()
+
     def remove_job(self, name: str) -> None:
         """Take a job out of the timetable."""
+        self.placed.discard(name)
+        self._delays.pop(name, None)
         self.timetable.remove(name)
+        self.jobs_changed()
         self.poke()
 
     def poke(self) -> None:
@@ -154,14 +203,7 @@ class WakeUpLoop:
         now = self.store_time.now_ms()
         for job in self.jobs.values():
             if job.name in self.timetable:
-                self.timetable.add(
-                    job.name,
-                    job.schedule._compiled,
-                    job.jitter_ms,
-                    now,
-                    job.max_late_ms,
-                    self.lead_ms,
-                )
+                self._put(job, now, self._delays.get(job.name, 0))
 
     async def run(self) -> None:
         """The loop: take due slots, submit them, sleep until the next one."""

@@ -41,7 +41,10 @@ earlier time the file ``F`` names once it exists, then stops its scheduler. With
 ``NAME-0`` ... ``NAME-<N-1>``; with ``--clock-skew-ms`` its scheduler reads
 time through :class:`~anarchon.clock.SkewedClock` (an instance whose wall
 clock is wrong; the records' ``started_ms`` stay the true time). Option values are JSON when they parse as JSON
-(``true``, ``2``) and strings otherwise (``5s``). Its log goes to stderr.
+(``true``, ``2``) and strings otherwise (``5s``). Its scheduler has
+``candidates=None`` (every process races for every slot) unless
+``--scheduler-option candidates=K`` says otherwise (docs/scaling.md,
+"Candidates"). Its log goes to stderr.
 
 For other checks (a server restart while the fleet runs, a custom handler
 duration), :func:`start_fleet` returns the running :class:`Fleet`; its

@@ -90,7 +90,8 @@ async def _store_ms(backend: Backend) -> int:
 
 async def _work(args: argparse.Namespace, out: IO[str]) -> None:
     backend = _build_backend(args)
-    options: dict[str, Any] = {"stop_grace": 2, **dict(args.scheduler_option)}
+    # Every process races for every slot unless the caller asks for candidates.
+    options: dict[str, Any] = {"stop_grace": 2, "candidates": None, **dict(args.scheduler_option)}
     if args.clock_skew_ms:
         options["clock"] = SkewedClock(args.clock_skew_ms)
     scheduler = Scheduler(backend, instance_id=args.instance, **options)

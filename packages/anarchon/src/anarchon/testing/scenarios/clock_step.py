@@ -54,8 +54,9 @@ async def check_wall_clock_step(
         ran.append((ctx.slot, ctx.instance_id, time.time_ns() // 1_000_000))
 
     clock = SteppedClock(step_ms, time.monotonic() + seconds * 0.3)
-    stepped = Scheduler(make_backend(), instance_id="stepped", clock=clock)
-    steady = Scheduler(make_backend(), instance_id="steady")
+    # Both race for every slot (no candidates): each must keep winning some.
+    stepped = Scheduler(make_backend(), instance_id="stepped", clock=clock, candidates=None)
+    steady = Scheduler(make_backend(), instance_id="steady", candidates=None)
     for scheduler in (stepped, steady):
         scheduler.every("tick", every, tick, jitter="20ms")
     await stepped.start()
