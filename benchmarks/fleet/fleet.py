@@ -34,6 +34,8 @@ within 10 %).
 at start (``Scheduler(gc_freeze=False)``, the behaviour before it existed).
 ``--claim-ahead S``: the workers' ``Scheduler(claim_ahead=S)`` (lease backends;
 0 claims at the fire time, the behaviour before it existed).
+``--candidates K``: the workers' ``Scheduler(candidates=K)``; ``none`` makes
+every process claim every job-slot (docs/scaling.md, "Candidates").
 
 Shapes are ``PxJ@I`` (processes x jobs @ seconds). ``--quick``: 2x200@1,
 4 s window, small references: a smoke run for tests (``--json`` writes every
@@ -481,6 +483,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"comma-separated, of {', '.join(KINDS)} (memory: 1 process only)",
     )
     parser.add_argument("--shapes", nargs="+", type=Shape.parse, help="PxJ@I ...")
+    parser.add_argument(
+        "--candidates", help="workers use Scheduler(candidates=K); none: every instance claims"
+    )
     parser.add_argument("--window", type=float, help="measured seconds per run (default 40)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_SHAPE}, 4 s, small refs")
     parser.add_argument(
@@ -569,7 +574,8 @@ def bench_anarchon(
             side=side,
             extra_args=(("--observe", observe) if observe else ())
             + (("--no-gc-freeze",) if args.no_gc_freeze else ())
-            + (("--claim-ahead", str(args.claim_ahead)) if args.claim_ahead is not None else ()),
+            + (("--claim-ahead", str(args.claim_ahead)) if args.claim_ahead is not None else ())
+            + (("--candidates", args.candidates) if args.candidates is not None else ()),
             python=sys.executable,
             worker=HERE / "fleet_worker.py",
             window_s=args.window,

@@ -2,7 +2,7 @@
 
     python fleet_worker.py --kind KIND --url URL --jobs J --every-ms I --instance NAME
                            --plan PLAN.json --out FILE [--observe PARTS] [--no-gc-freeze]
-                           [--claim-ahead S]
+                           [--claim-ahead S] [--candidates K|none]
 
 Declares ``J`` interval jobs ``j000000`` ... every ``I`` ms with ``jitter=0``
 (every other option at its default), starts the scheduler, writes
@@ -84,6 +84,7 @@ async def run(args: argparse.Namespace) -> None:
         instance_id=args.instance,
         gc_freeze=not args.no_gc_freeze,
         **({} if args.claim_ahead is None else {"claim_ahead": args.claim_ahead}),
+        **({} if args.candidates is None else {"candidates": _candidates(args.candidates)}),
     )
     every = f"{args.every_ms}ms"
     for n in range(args.jobs):
@@ -117,6 +118,11 @@ async def run(args: argparse.Namespace) -> None:
     signal_stopped(args.out)
 
 
+def _candidates(value: str) -> int | None:
+    """``--candidates``: a count, or ``none`` for every instance claiming every job-slot."""
+    return None if value.lower() == "none" else int(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kind", required=True)
@@ -129,6 +135,7 @@ def main() -> None:
     parser.add_argument("--observe", help=f"comma list of {', '.join(OBSERVE_PARTS)}")
     parser.add_argument("--no-gc-freeze", action="store_true", help="Scheduler(gc_freeze=False)")
     parser.add_argument("--claim-ahead", type=float, help="Scheduler(claim_ahead=S), seconds")
+    parser.add_argument("--candidates", help="Scheduler(candidates=K); none: every instance")
     args = parser.parse_args()
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s %(message)s"

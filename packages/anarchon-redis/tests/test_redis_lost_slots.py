@@ -40,13 +40,19 @@ def persistent_redis() -> Iterator[Server]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("jobs", [FLEET_JOBS])
+@pytest.mark.parametrize("candidates", [None, 2], ids=["every-instance", "candidates-2"])
 def test_kill_and_pause_in_a_wave_lose_almost_nothing(
-    redis_server: Server, tmp_path: Path, jobs: int
+    redis_server: Server, tmp_path: Path, jobs: int, candidates: int | None
 ) -> None:
     """4 processes x ``jobs`` jobs every 2 s; one ``kill -9``ed 150 ms into a wave, another
     SIGSTOPped 3.75 s later for 10 s: at most 0.5 % of the window's job-slots lost, none run
     twice, and every job runs again within 5 s of the kill."""
-    report = kill_and_pause_fleet(_url(redis_server), tmp_path=tmp_path, jobs=jobs)
+    report = kill_and_pause_fleet(
+        _url(redis_server),
+        tmp_path=tmp_path,
+        jobs=jobs,
+        scheduler_options={"candidates": candidates},
+    )
     print(report.summary())
     assert report.job_slots > 0
     assert report.twice == 0, report.summary()
