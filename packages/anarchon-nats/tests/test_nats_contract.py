@@ -35,7 +35,6 @@ from anarchon_nats._prefixes import PREFIXES_BUCKET, prefix_key
 from anarchon_nats.backend import RECONNECT_AFTER_TIMEOUTS
 from anarchon_testservers.nats import NatsServer
 
-
 SHARED_PLACES = (
     "claims",
     "slot claims",

@@ -119,11 +119,15 @@ async def _write_garbage_at(backend: Backend, job: str, slot: int, place: str) -
     finished = await conn.execute("HGET", state, str(slot))
     assert finished is not None
     olds = [(str(slot - 1000 * n), finished) for n in range(1, 4 * HISTORY_SIZE)]
-    await conn.execute("HSET", state, *[v for pair in olds for v in pair], "~n", _DUE, "~st", "1e400")
+    await conn.execute(
+        "HSET", state, *[v for pair in olds for v in pair], "~n", _DUE, "~st", "1e400"
+    )
     return [f"{state}[~st]"]
 
 
-async def _write_garbage(backend: Backend, job: str, slot: int, places: tuple[str, ...]) -> list[str]:
+async def _write_garbage(
+    backend: Backend, job: str, slot: int, places: tuple[str, ...]
+) -> list[str]:
     """Garbage in every place of the strategy but those that break ``init()`` or each other."""
     names: list[str] = []
     for place in places:

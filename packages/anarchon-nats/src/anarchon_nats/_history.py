@@ -122,8 +122,7 @@ class History:
         ``<job>.claims.x``) is skipped and reported once. Deeper subjects
         are left alone: a job named ``_fleet`` has the fleet's below its own.
         """
-        claims_subject, results_subject = self._store.job_subjects(job)
-        base = len(claims_subject) - len("claims")  # <prefix><job>.
+        base = len(self._store.job_subjects(job)[0]) - len("claims")  # <prefix><job>.
         claims: list[ClaimRecord] = []
         results: list[StoredResult] = []
         for subject, data in messages:

@@ -159,9 +159,7 @@ class StreamIdRuntime(Runtime):
             if not removed:
                 continue
             runs, manual, results = self.keys(job)
-            oldest = [
-                _oldest_slot(key, text(r[1])) for key, r in ((runs, first), (manual, second))
-            ]
+            oldest = [_oldest_slot(key, text(r[1])) for key, r in ((runs, first), (manual, second))]
             if any(o is _UNREADABLE for o in oldest):
                 continue  # the oldest manual run is not ours: results stay until it is trimmed
             kept = [o for o in oldest if isinstance(o, int)]

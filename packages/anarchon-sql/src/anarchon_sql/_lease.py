@@ -140,9 +140,10 @@ class SqlLeases:
             None,
         )
 
-    def _run_name(self, job: str, slot: int) -> str:
-        """How a row of ``<p>runs`` is named in a ``ForeignDataError``."""
-        return entry_name(self._store.tables.runs, f"job={job!r} slot={int(slot)}")
+    def _run_name(self, job: str, slot: int | None = None) -> str:
+        """How a row (or, without ``slot``, the rows of ``job``) of ``<p>runs`` is named."""
+        where = f"job={job!r}" if slot is None else f"job={job!r} slot={int(slot)}"
+        return entry_name(self._store.tables.runs, where)
 
     async def now(self) -> int:
         """The database server's clock, in ms since the epoch."""
@@ -317,8 +318,7 @@ class SqlLeases:
         if not rows:
             return lease_state_of(token, None, False, False)
         stored, status, released = rows[0]
-        where = entry_name(self._store.tables.runs, f"job={job!r} slot={int(slot)}")
-        with stored_data(where, "a run's state"):
+        with stored_data(self._run_name(job, slot), "a run's state"):
             return lease_state_of(
                 token, str(stored), str(status) == "running", stored_flag(released)
             )
@@ -327,7 +327,7 @@ class SqlLeases:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
         client = await self._session.ready()
         rows = await client.all(self._sql.active, (job,))
-        with stored_data(entry_name(self._store.tables.runs, f"job={job!r}"), "run state"):
+        with stored_data(self._run_name(job), "run state"):
             return [
                 ActiveRun(
                     slot=stored_int(slot),
@@ -491,10 +491,8 @@ class SqlLeases:
         if prior is None and not c.overlap and c.create:
             live = await tx.all(s.live_older, (c.job, c.slot, now))
             if live:
-                with stored_data(entry_name(self._store.tables.runs, f"job={c.job!r}"), "run state"):
-                    blocker = Blocker(
-                        runner=str(live[0][0]), lease_expires_at=stored_int(live[0][1])
-                    )
+                with stored_data(self._run_name(c.job), "run state"):
+                    blocker = Blocker(str(live[0][0]), stored_int(live[0][1]))
         decision = decide_claim(prior, c, now, blocker)
         state = decision.state
         if prior is None:
