@@ -8,7 +8,9 @@ executing, as documented; everything else stays clean.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from anarchon import Scheduler
@@ -25,30 +27,80 @@ from anarchon.testing.contracts.scenarios import (
     StopBoundScenarios,
 )
 from anarchon_nats import NatsBackend
+from anarchon_nats._claims import Claims
+from anarchon_nats._clock import CLOCK_TOKEN
+from anarchon_nats._config import FORMAT_TOKEN
 from anarchon_nats._fleet import control_subject, declaration_subject, member_subject
+from anarchon_nats._prefixes import PREFIXES_BUCKET, prefix_key
 from anarchon_nats.backend import RECONNECT_AFTER_TIMEOUTS
 from anarchon_testservers.nats import NatsServer
+
+SHARED_PLACES = (
+    "claims",
+    "slot claims",
+    "slot claims, not a slot",
+    "other job subject",
+    "results",
+    "controls",
+    "declarations",
+    "members",
+    "clock",
+)
+"""Garbage places a test on the default stream and prefix may write (others read them too)."""
+
+OWN_STREAM_PLACES = (*SHARED_PLACES, "format", "prefixes")
+"""With a stream and prefix of the test's own: also the store format marker and the prefix list."""
+
+_BREAKS_INIT = {"format", "prefixes"}
+
+
+async def write_garbage_at(backend: Backend, job: str, slot: int, place: str) -> list[str]:
+    """Garbage in one subject (or key-value entry) the backend owns; the names it gives it."""
+    assert isinstance(backend, NatsBackend)
+    store = backend._store
+    nc = await store.client()
+    js = nc.jetstream()
+    claims, results = store.job_subjects(job)
+    if place == "prefixes":
+        kv = await js.key_value(PREFIXES_BUCKET)
+        await kv.put(prefix_key(store.stream.name), b"{bad")
+        return [f"{PREFIXES_BUCKET}/{prefix_key(store.stream.name)}"]
+    subject = {
+        "claims": claims,
+        "slot claims": f"{claims}.{slot}",
+        "slot claims, not a slot": f"{claims}.x",
+        "other job subject": f"{store.prefix}{job}.x",
+        "results": results,
+        "controls": control_subject(store.prefix, f"{job}~bad"),
+        "declarations": declaration_subject(store.prefix, f"{job}~bad", "i-9"),
+        "members": member_subject(store.prefix, f"{job}~bad"),
+        "clock": f"{store.prefix}{CLOCK_TOKEN}",
+        "format": f"{store.prefix}{FORMAT_TOKEN}",
+    }[place]
+    await js.publish(subject, b'{"slot":1e400,"p":1e400,"ttl":1e400,"format":1e400}')
+    # The clock reads back its own messages by sequence: garbage beside them is never read.
+    return [] if place == "clock" else [subject]
 
 
 class TestNatsBackend(BackendContract, FleetContract, MembershipContract, ForeignDataContract):
     """The default stream and prefix, one backend per test, one per racing thread."""
 
     supports_history_ttl = False
+    garbage_places: ClassVar[Sequence[str]] = SHARED_PLACES
 
     async def write_garbage(self, backend: Backend, job: str, slot: int) -> list[str]:
-        """Garbage on the job's claims and results subjects, and on three fleet subjects."""
-        assert isinstance(backend, NatsBackend)
-        store = backend._store
-        nc = await store.client()
-        subjects = [
-            *store.job_subjects(job),
-            control_subject(store.prefix, f"{job}~bad"),
-            declaration_subject(store.prefix, f"{job}~bad", "i-9"),
-            member_subject(store.prefix, f"{job}~bad"),
-        ]
-        for subject in subjects:
-            await nc.jetstream().publish(subject, b'{"slot":1e400,"p":1e400,"ttl":1e400}')
-        return subjects
+        """Garbage on the job's subjects and on fleet subjects (not on what ``init()`` reads)."""
+        names: list[str] = []
+        for place in self.garbage_places:
+            if place not in _BREAKS_INIT:
+                names += await write_garbage_at(backend, job, slot, place)
+        return names
+
+    async def write_garbage_at(
+        self, backend: Backend, job: str, slot: int, place: str
+    ) -> list[str]:
+        """Garbage on one subject."""
+        return await write_garbage_at(backend, job, slot, place)
 
     @pytest.fixture(autouse=True)
     def _server(self, nats_url: str) -> None:
@@ -66,6 +118,8 @@ class TestNatsBackend(BackendContract, FleetContract, MembershipContract, Foreig
 class TestNatsBackendFromUrl(TestNatsBackend):
     """The same suite through the registry: ``nats://...?stream=...&prefix=...``."""
 
+    garbage_places = OWN_STREAM_PLACES
+
     @pytest.fixture
     def backend(self, stream: str, prefix: str) -> Backend:
         url = f"{self.url}?stream={stream}&prefix={prefix}&duplicate_window_ms=120000"
@@ -74,6 +128,35 @@ class TestNatsBackendFromUrl(TestNatsBackend):
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
         return [resolve_backend(self.url_with_options) for _ in range(count)]
+
+
+class TestNatsCompareAndSetForeignData(ForeignDataContract):
+    """Claims by compare-and-set on ``<claims>.<slot>`` (as ``durability="replicated"``) beside garbage.
+
+    ``replicated`` needs a stream of 3 replicas; on one server the backend's
+    claims are swapped for compare-and-set ones, as in ``test_nats_durability.py``.
+    """
+
+    garbage_places = OWN_STREAM_PLACES
+
+    async def write_garbage(self, backend: Backend, job: str, slot: int) -> list[str]:
+        """Garbage on the job's subjects and on fleet subjects (not on what ``init()`` reads)."""
+        names: list[str] = []
+        for place in SHARED_PLACES:
+            names += await write_garbage_at(backend, job, slot, place)
+        return names
+
+    async def write_garbage_at(
+        self, backend: Backend, job: str, slot: int, place: str
+    ) -> list[str]:
+        """Garbage on one subject."""
+        return await write_garbage_at(backend, job, slot, place)
+
+    @pytest.fixture
+    def backend(self, nats_url: str, stream: str, prefix: str) -> Backend:
+        backend = NatsBackend(nats_url, stream=stream, prefix=prefix)
+        backend._claims = Claims(backend._store, cas=True)
+        return backend
 
 
 _NATS = pytest.param("nats", marks=pytest.mark.scenario)

@@ -17,6 +17,7 @@ from anarchon import RunContext, Scheduler
 from anarchon.backend.registry import resolve_backend
 from anarchon.errors import (
     BackendUnavailableError,
+    ForeignDataError,
     InvalidConfigError,
     StoreFormatError,
     UnsupportedError,
@@ -263,10 +264,15 @@ def test_format_marker_is_written_once(nats_url: str, stream: str, prefix: str) 
     assert _run(body) == [1]
 
 
-@pytest.mark.parametrize("marker", [b'{"format": 2}', b"not json", b'{"format": 1e400}'])
+@pytest.mark.parametrize(
+    "marker",
+    [b'{"format": 2}', b"not json", b'{"format": 1e400}', b'{"format": 1.5}', b'{"format": 0}'],
+)
 def test_newer_or_unreadable_format_is_refused(
     nats_url: str, stream: str, prefix: str, marker: bytes
 ) -> None:
+    """A newer format is ``ANARCHON_STORE_FORMAT``; a marker anarchon did not write is foreign data."""
+
     async def body() -> None:
         await _init_close(NatsBackend(nats_url, stream=stream, prefix=prefix))
         nc = await nats.connect(nats_url)
@@ -276,9 +282,13 @@ def test_newer_or_unreadable_format_is_refused(
             await nc.close()
         await _init_close(NatsBackend(nats_url, stream=stream, prefix=prefix))
 
-    with pytest.raises(StoreFormatError) as caught:
+    with pytest.raises((StoreFormatError, ForeignDataError)) as caught:
         _run(body)
-    assert caught.value.code == "ANARCHON_STORE_FORMAT"
+    if marker == b'{"format": 2}':
+        assert caught.value.code == "ANARCHON_STORE_FORMAT"
+    else:
+        assert isinstance(caught.value, ForeignDataError), caught.value
+        assert caught.value.key == f"{prefix}_format"
 
 
 # Connections ----------------------------------------------------------------------

@@ -25,6 +25,7 @@ from anarchon.errors import (
     BackendError,
     BackendUnavailableError,
     DedupeWindowError,
+    ForeignDataError,
     InvalidConfigError,
     StoreFormatError,
     UnsupportedError,
@@ -164,6 +165,19 @@ def test_a_newer_store_format_is_refused(server: Server, prefix: str) -> None:
     assert backend._conn is None
     r.set(f"{prefix}format", "1")
     run(using(backend_for(server, prefix=prefix), lambda b: b.now_ms()))
+
+
+@pytest.mark.parametrize("marker", ["{bad", "1e400", "1.0", "0"])
+def test_a_store_format_marker_anarchon_did_not_write_is_foreign_data(
+    server: Server, prefix: str, marker: str
+) -> None:
+    r = inspector(server)
+    r.set(f"{prefix}format", marker)
+    backend = backend_for(server, prefix=prefix)
+    with pytest.raises(ForeignDataError) as caught:
+        run(backend.init())
+    assert caught.value.key == f"{prefix}format"
+    assert backend._conn is None
 
 
 # Scripts ------------------------------------------------------------------------------

@@ -231,9 +231,29 @@ def test_every_run_state_script_names_the_key_of_garbage_run_state(
         assert state in str(answer), (name, str(answer))
 
 
-@pytest.mark.parametrize("field", ["~act"])
-def test_garbage_bookkeeping_fields_are_foreign_data(redis_server: Server, field: str) -> None:
-    """``~act`` and ``~keep`` that are not what the scripts write: ``ANARCHON_FOREIGN_DATA``."""
+@pytest.mark.parametrize(
+    ("field", "garbage"),
+    [
+        ("~act", "x,y"),
+        ("~act", "1e400"),
+        ("~n", "1e400"),
+        ("~n", "{bad"),
+        ("~ttl", "nan"),
+        ("~keep", "1e400"),
+        ("~keep", "0x10"),
+        ("~st", "1e400"),
+        ("~st", "inf"),
+    ],
+)
+def test_garbage_bookkeeping_fields_are_foreign_data(
+    redis_server: Server, field: str, garbage: str
+) -> None:
+    """Bookkeeping fields that are not what the scripts write: ``ANARCHON_FOREIGN_DATA``.
+
+    Lua's ``tonumber`` takes ``1e400``, ``nan``, ``inf`` and ``0x10``; the
+    scripts take only the decimal whole numbers they write. Nothing of the
+    claim is written before the error.
+    """
     from anarchon.errors import ForeignDataError
     from anarchon.types import RunClaim
 
@@ -249,13 +269,19 @@ def test_garbage_bookkeeping_fields_are_foreign_data(redis_server: Server, field
             assert runs is not None
             conn = await backend.connection()
             slot = (time.time_ns() // 1_000_000_000) * 1000
-            await conn.execute("HSET", state, field, "x,y")
+            await conn.execute("HSET", state, field, garbage)
+            if field == "~st":  # read only when run state is to be trimmed, on a due write
+                old = '{"a":1,"t":"t","s":"finished","r":"i","l":0,"b":0,"m":1,"x":0,"f":0}'
+                olds = [v for n in range(1, 40) for v in (str(slot - 1000 * n), old)]
+                await conn.execute("HSET", state, *olds, "~n", 720_719)
+            before = await conn.execute("HGETALL", state)
             try:
-                if field == "~act":  # read by a claim that checks overlap
-                    await runs.claim(RunClaim("job", slot, "t", "i", 30_000))
-                else:  # read when a job is prepared
+                if field == "~keep":  # read when a job is prepared
                     await backend.prepare_job("job", 10)
+                else:  # a new run: its claim reads ~act (overlap), ~n and ~ttl, then trims
+                    await runs.claim(RunClaim("job", slot, "t", "i", 30_000, history_size=10))
             except ForeignDataError as error:
+                assert await conn.execute("HGETALL", state) == before, "written before the error"
                 return state, error
             return state, None
         finally:

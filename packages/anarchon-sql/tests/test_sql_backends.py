@@ -19,6 +19,7 @@ from anarchon.backend import STORE_FORMAT
 from anarchon.backend.registry import installed_backends, resolve_backend
 from anarchon.errors import (
     BackendUnavailableError,
+    ForeignDataError,
     InvalidConfigError,
     StoreFormatError,
 )
@@ -195,6 +196,26 @@ async def test_store_format_marker_and_newer_format_refused(make: Factory, prefi
         await second.init()
     assert info.value.code == "ANARCHON_STORE_FORMAT"
     assert newer in str(info.value)
+    await second.close()
+
+
+@pytest.mark.parametrize("marker", ["{bad", "1e400", "1.5", "0"])
+async def test_a_store_format_marker_anarchon_did_not_write_is_foreign_data(
+    make: Factory, prefix: str, marker: str
+) -> None:
+    first = make(prefix)
+    await first.init()
+    client = first.client
+    assert client is not None
+    await client.all(
+        first.dialect.placeholders(f"UPDATE {prefix}meta SET value = ? WHERE key = 'store_format'"),
+        (marker,),
+    )
+    await first.close()
+    second = make(prefix)
+    with pytest.raises(ForeignDataError) as info:
+        await second.init()
+    assert info.value.key == f"{prefix}meta[key='store_format']"
     await second.close()
 
 

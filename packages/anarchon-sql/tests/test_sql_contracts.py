@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,7 +27,7 @@ from anarchon.testing import (
     LeaseModelContract,
     MembershipContract,
 )
-from anarchon.testing.contracts.foreign import ForeignDataContract
+from anarchon.testing.contracts.foreign import HISTORY_SIZE, ForeignDataContract
 from anarchon.testing.contracts.scenarios import (
     ClockStepScenarios,
     ControlScenarios,
@@ -55,60 +55,119 @@ def load_example() -> Any:
     return module
 
 
-async def _write_garbage(backend: Backend, job: str, slot: int) -> list[str]:
-    """Garbage in every table the backend reads; a typed column that refuses it is skipped."""
+SHARED_PLACES = ("controls", "fleet", "members", "claims", "results", "runs", "jobs")
+"""Garbage places a test on the default table prefix may write (other tests read them too)."""
+
+OWN_TABLES_PLACES = (*SHARED_PLACES, "meta")
+"""With tables of the test's own: also the store format marker (read by ``init()``)."""
+
+
+async def _write_garbage_at(backend: Backend, job: str, slot: int, place: str) -> list[str]:
+    """Garbage in one table the backend reads; none where a typed column refuses it."""
     assert isinstance(backend, SqlBackend)
     client = await backend._session.ready()
     t, q = backend.tables, backend.dialect.placeholders
     big = "9000000000000000000"
-    writes = [
-        (
-            f"{t('controls')}[job='{job}~bad']",
-            f"INSERT INTO {t('controls')} (job, paused) VALUES ('{job}~bad', '{{bad')",
-        ),
-        (
-            f"{t('controls')}[job='{job}~big']",
-            f"INSERT INTO {t('controls')} (job, paused) VALUES ('{job}~big', 7)",
-        ),
-        (
-            f"{t('fleet')}[job='{job}~bad' instance_id='i-9']",
-            f"INSERT INTO {t('fleet')} (job, instance_id, fingerprint, schedule, seen_at,"
-            f" expires_at) VALUES ('{job}~bad', 'i-9', 'f', 's', '1e400', {big})",
-        ),
-        (
-            f"{t('members')}[instance_id='{job}~bad']",
-            f"INSERT INTO {t('members')} (instance_id, roster, seen_at, expires_at)"
-            f" VALUES ('{job}~bad', 'r', '1e400', {big})",
-        ),
-        (
-            t("claims"),
-            f"INSERT INTO {t('claims')} (job, token, slot, attempt, instance_id, claimed_at,"
-            f" manual) VALUES ('{job}', 'garbage', '{{bad', 1, 'i', 0, 0)",
-        ),
-        (
-            t("results"),
-            f"INSERT INTO {t('results')} (job, token, slot, attempt, instance_id, status,"
-            f" manual) VALUES ('{job}', 'garbage', '1e400', 1, 'i', 'ok', 0)",
-        ),
-        (
-            t("runs"),
-            f"UPDATE {t('runs')} SET released = '{{bad', status = 'running',"
-            f" lease_expires_at = '{{bad' WHERE job = '{job}'",
-        ),
-    ]
-    places = []
-    for place, statement in writes:
+    writes = {
+        "controls": [
+            (
+                f"{t('controls')}[job='{job}~bad']",
+                f"INSERT INTO {t('controls')} (job, paused) VALUES ('{job}~bad', '{{bad')",
+            ),
+            (
+                f"{t('controls')}[job='{job}~big']",
+                f"INSERT INTO {t('controls')} (job, paused) VALUES ('{job}~big', 7)",
+            ),
+        ],
+        "fleet": [
+            (
+                f"{t('fleet')}[job='{job}~bad' instance_id='i-9']",
+                f"INSERT INTO {t('fleet')} (job, instance_id, fingerprint, schedule, seen_at,"
+                f" expires_at) VALUES ('{job}~bad', 'i-9', 'f', 's', '1e400', {big})",
+            )
+        ],
+        "members": [
+            (
+                f"{t('members')}[instance_id='{job}~bad']",
+                f"INSERT INTO {t('members')} (instance_id, roster, seen_at, expires_at)"
+                f" VALUES ('{job}~bad', 'r', '1e400', {big})",
+            ),
+        ],
+        "claims": [
+            (
+                t("claims"),
+                f"INSERT INTO {t('claims')} (job, token, slot, attempt, instance_id, claimed_at,"
+                f" manual) VALUES ('{job}', 'garbage', '{{bad', 1, 'i', 0, 0)",
+            )
+        ],
+        "results": [
+            (
+                t("results"),
+                f"INSERT INTO {t('results')} (job, token, slot, attempt, instance_id, status,"
+                f" manual) VALUES ('{job}', 'garbage', '1e400', 1, 'i', 'ok', 0)",
+            ),
+            # The next save trims history (every history_size // 2 saves) at the slot of the
+            # 10th newest result: SQLite sorts these text slots above every number.
+            *[
+                (
+                    None,
+                    f"INSERT INTO {t('results')} (job, token, slot, attempt, instance_id, status,"
+                    f" manual) VALUES ('{job}', 'garbage', 'x{n}', 1, 'i', 'ok', 0)",
+                )
+                for n in range(HISTORY_SIZE)
+            ],
+            (None, f"UPDATE {t('jobs')} SET saves = 4 WHERE job = '{job}'"),
+        ],
+        "runs": [
+            (
+                t("runs"),
+                f"UPDATE {t('runs')} SET released = '{{bad', status = 'running',"
+                f" lease_expires_at = '{{bad' WHERE job = '{job}'",
+            )
+        ],
+        "jobs": [
+            (t("jobs"), f"UPDATE {t('jobs')} SET saves = '1e400' WHERE job = '{job}'"),
+        ],
+        "meta": [
+            (t("meta"), f"UPDATE {t('meta')} SET value = '{{bad' WHERE key = 'store_format'"),
+        ],
+    }[place]
+    places: list[str] = []
+    for name, statement in writes:
         try:
             await client.all(q(statement), ())
         except Exception:  # a typed column refuses it: nothing unreadable can be there
             continue
-        places.append(place)
+        if name is not None:
+            places.append(name)
     return places
 
 
-class TestPostgres(
-    BackendContract, LeaseContract, FleetContract, MembershipContract, ForeignDataContract
-):
+async def _write_garbage(backend: Backend, job: str, slot: int) -> list[str]:
+    """Garbage in every table the backend reads but the store format marker."""
+    names: list[str] = []
+    for place in SHARED_PLACES:
+        names += await _write_garbage_at(backend, job, slot, place)
+    return names
+
+
+class _ForeignData(ForeignDataContract):
+    """Garbage in the tables, one place at a time too."""
+
+    garbage_places: ClassVar[Sequence[str]] = SHARED_PLACES
+
+    async def write_garbage(self, backend: Backend, job: str, slot: int) -> list[str]:
+        """Garbage wherever the column types let it in."""
+        return await _write_garbage(backend, job, slot)
+
+    async def write_garbage_at(
+        self, backend: Backend, job: str, slot: int, place: str
+    ) -> list[str]:
+        """Garbage in one table, where its column types let it in."""
+        return await _write_garbage_at(backend, job, slot, place)
+
+
+class TestPostgres(BackendContract, LeaseContract, FleetContract, MembershipContract, _ForeignData):
     """``PostgresBackend`` from a URL: it opens (and closes) its own pool."""
 
     @pytest.fixture
@@ -119,9 +178,15 @@ class TestPostgres(
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
         return [PostgresBackend(self.dsn) for _ in range(count)]
 
-    async def write_garbage(self, backend: Backend, job: str, slot: int) -> list[str]:
-        """Garbage wherever PostgreSQL's column types let it in."""
-        return await _write_garbage(backend, job, slot)
+
+class TestPostgresOwnTables(_ForeignData):
+    """Garbage on tables of the test's own (``table_prefix``): the store format marker too."""
+
+    garbage_places = OWN_TABLES_PLACES
+
+    @pytest.fixture
+    def backend(self, pg_dsn: str, prefix: str) -> Backend:
+        return PostgresBackend.from_url(f"{pg_dsn}?table_prefix={prefix}")
 
 
 class TestPostgresNotReadCommitted(LeaseContract):
@@ -133,10 +198,10 @@ class TestPostgresNotReadCommitted(LeaseContract):
         return PostgresBackend.from_url(f"{pg_dsn}?{options}&table_prefix=serial_")
 
 
-class TestSqlite(
-    BackendContract, LeaseContract, FleetContract, MembershipContract, ForeignDataContract
-):
+class TestSqlite(BackendContract, LeaseContract, FleetContract, MembershipContract, _ForeignData):
     """``SqliteBackend`` on a temp file (aiosqlite, WAL)."""
+
+    garbage_places = OWN_TABLES_PLACES  # a file of the test's own
 
     @pytest.fixture
     def backend(self, sqlite_path: str) -> Backend:
@@ -145,10 +210,6 @@ class TestSqlite(
 
     def peer_backends(self, backend: Backend, count: int) -> list[Backend] | None:
         return [SqliteBackend(self.path) for _ in range(count)]
-
-    async def write_garbage(self, backend: Backend, job: str, slot: int) -> list[str]:
-        """Garbage in every table (SQLite stores any value in any column)."""
-        return await _write_garbage(backend, job, slot)
 
 
 class TestExampleSubclass(BackendContract, LeaseContract, FleetContract, MembershipContract):

@@ -14,7 +14,7 @@ import math
 import re
 import time
 
-from anarchon.errors import BackendError, BackendUnavailableError, ForeignDataError
+from anarchon.errors import BackendUnavailableError, ForeignDataError
 
 from anarchon_nats._store import Store
 
@@ -81,9 +81,10 @@ class Clock:
             )
         try:
             stamp = parse_stamp_ms(stored.time)
-        except ValueError as error:
-            raise BackendError(
-                f"JetStream at {connection.shown} gave the clock message an unreadable time"
-                f" {stored.time[:80]!r}"
-            ) from error
+        except ValueError:
+            raise ForeignDataError(
+                f"stream {stream!r}: the clock message at sequence {sent} on {subject!r} has an"
+                f" unreadable stored time {stored.time[:80]!r}",
+                key=subject,
+            ) from None
         return math.floor(stamp + (done - acked) * 1000)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
@@ -98,46 +99,46 @@ class History:
 
     async def history_many(self, names: Sequence[str], limit: int) -> dict[str, list[RunRecord]]:
         """The history of each of ``names`` (distinct), read through one consumer for all."""
-        subjects = {name: self._store.job_subjects(name) for name in names}
+        for name in names:
+            self._store.job_subjects(name)  # checks the name
         nc = await self._store.client()
         with self._connection.driver_errors("history"):
             messages = await self._read_all_jobs(nc)
-        by_subject: dict[str, list[tuple[str, bytes]]] = {}
+        prefix = self._store.prefix
+        by_job: dict[str, list[tuple[str, bytes]]] = {name: [] for name in names}
         for subject, data in messages:
-            head, _dot, last = subject.rpartition(".")
-            if last.isdigit() and head.endswith(".claims"):  # a slot subject: <claims>.<slot>
-                subject = head
-            by_subject.setdefault(subject, []).append((subject, data))
-        return {
-            name: self._history_of(
-                name, by_subject.get(claims, []) + by_subject.get(results, []), limit
-            )
-            for name, (claims, results) in subjects.items()
-        }
+            # <prefix><job>.<...>: a job name is one token
+            found = by_job.get(subject[len(prefix) :].partition(".")[0])
+            if found is not None:
+                found.append((subject, data))
+        return {name: self._history_of(name, found, limit) for name, found in by_job.items()}
 
     def _history_of(
         self, job: str, messages: Sequence[tuple[str, bytes]], limit: int
     ) -> list[RunRecord]:
-        """``job``'s history from its claims and results messages (any order)."""
-        claims_subject, results_subject = self._store.job_subjects(job)
+        """``job``'s history from the messages on its subjects (``<prefix><job>.>``, any order).
+
+        A message on a subject anarchon does not write there (``<job>.x``,
+        ``<job>.claims.x``) is skipped and reported once. Deeper subjects
+        are left alone: a job named ``_fleet`` has the fleet's below its own.
+        """
+        base = len(self._store.job_subjects(job)[0]) - len("claims")  # <prefix><job>.
         claims: list[ClaimRecord] = []
         results: list[StoredResult] = []
         for subject, data in messages:
-            slot_part = subject[len(claims_subject) :]
-            if (
-                subject.startswith(claims_subject)
-                and slot_part[:1] == "."
-                and slot_part[1:].isdigit()
-            ):
-                subject = claims_subject  # a compare-and-set claim: <claims>.<slot>
-            if subject == claims_subject:
+            tail = subject[base:]
+            kind, _dot, rest = tail.partition(".")
+            if kind == "claims" and (not rest or _SLOT_TOKEN.fullmatch(rest)):
+                # <claims>, or a compare-and-set claim on <claims>.<slot>
                 claim = skip_unreadable(subject, "a claim record", partial(_claim_of, job, data))
                 if claim is not None:
                     claims.append(claim)
-            elif subject == results_subject:
+            elif tail == "results":
                 result = skip_unreadable(subject, "a result record", partial(_result_of, data))
                 if result is not None:
                     results.append(result)
+            elif kind in ("claims", "results") or not rest:
+                skip_unreadable(subject, "a claim or result record", partial(_not_ours, subject))
         cap = self._store.stream.history_cap(job)
         return build_history(job, claims, results, min(limit, cap))
 
@@ -294,6 +295,14 @@ class History:
                 await sub.unsubscribe()
             except Exception as error:  # pragma: no cover - connection already gone
                 log.debug("anarchon: unsubscribe failed: %r", error)
+
+
+_SLOT_TOKEN = re.compile(r"[0-9]+")
+"""The last token of a compare-and-set claim's subject, ``<claims>.<slot>``."""
+
+
+def _not_ours(subject: str) -> None:
+    raise ValueError(f"anarchon writes no message on {subject!r}")
 
 
 def _being_cancelled() -> bool:

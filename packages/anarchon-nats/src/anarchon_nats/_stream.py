@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from anarchon.backend import DEFAULT_HISTORY_SIZE, STORE_FORMAT
+from anarchon.backend.foreign import stored_data, stored_int
 from anarchon.errors import (
     BackendUnavailableError,
     InvalidConfigError,
@@ -201,20 +202,20 @@ class Stream:
         self.reconciled = True
 
     async def check_format(self, nc: Client) -> None:
-        """Refuse a newer store format; write ours if there is none."""
+        """Refuse a newer store format; write ours if there is none.
+
+        A marker that is not ``{"format": <n>}`` is ``ForeignDataError`` naming its subject.
+        """
         connection = self._connection
         subject = f"{self.prefix}{FORMAT_TOKEN}"
         for _ in range(3):
             found_message = await connection.get_message(nc, {"last_by_subj": subject})
             if found_message is not None:
                 data = found_message.data
-                try:
-                    found = int(json.loads(data)["format"])
-                except (ValueError, KeyError, TypeError, OverflowError) as error:  # 1e400 too
-                    raise StoreFormatError(
-                        f"stream {self.name!r} has an unreadable store format marker on"
-                        f" {subject}: {data[:100]!r}"
-                    ) from error
+                with stored_data(subject, f"a store format marker (stream {self.name!r})"):
+                    found = stored_int(json.loads(data)["format"])  # refuses 1e400, 1.5, true
+                    if found < 1:
+                        raise ValueError(f"no store format is {found}")
                 if found > STORE_FORMAT:
                     raise StoreFormatError(
                         f"stream {self.name!r} holds store format {found}; this version of"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -290,7 +291,7 @@ class LeaseRuntime(Runtime):
         conn.check(entries, (runs,))
         conn.check(members, (results,))
         claims = claim_records(job, entries, key=runs, manual=False)
-        slots = [s for s in text(conn.check(act, (state,)) or "").split(",") if s]
+        slots = _act_slots(state, conn.check(act, (state,)))
         if slots:
             raw = conn.check(await conn.execute("HMGET", state, *slots), (state,))
             known = {c.token for c in claims}
@@ -302,6 +303,55 @@ class LeaseRuntime(Runtime):
         return build_history(job, claims, stored, limit)
 
 
+_SLOT = re.compile(r"-?[0-9]{1,16}")
+"""A slot as the scripts write it in ``~act`` (what ``whole()`` in ``lua/lib/prelude.lua`` takes)."""
+
+_STATE_TYPES: dict[str, type] = {
+    "a": int,
+    "t": str,
+    "s": str,
+    "r": str,
+    "l": int,
+    "b": int,
+    "m": int,
+    "x": int,
+}
+"""The run state's fields and their JSON types (``STATE_TYPES`` in ``lua/lib/state.lua``)."""
+
+
+def _act_slots(state: str, raw: Any) -> list[str]:
+    """The slots ``~act`` lists; one that is not a list of slots is reported once and read as empty."""
+    act = "" if raw is None else text(raw)
+    if not act:
+        return []
+
+    def parse() -> list[str]:
+        slots = act.split(",")
+        if not all(_SLOT.fullmatch(s) for s in slots):
+            raise ValueError(f"not a list of slots: {act[:40]!r}")
+        return slots
+
+    return skip_unreadable(entry_name(state, "~act"), "the runs in progress", parse) or []
+
+
+def _run_state(raw: Any) -> dict[str, Any]:
+    """A run state's JSON as the scripts write it; anything else raises ``ValueError``/``TypeError``.
+
+    Parse it inside :func:`~anarchon.backend.foreign.stored_data` (or
+    ``skip_unreadable``), which names the key and field.
+    """
+    state = json.loads(raw)
+    if not isinstance(state, dict):
+        raise TypeError("run state is not a JSON object")
+    for name, kind in _STATE_TYPES.items():
+        value = state.get(name)
+        if kind is int:
+            stored_int(value)  # refuses 1e400, 1.5, true
+        elif not isinstance(value, kind):
+            raise TypeError(f"run state has no {kind.__name__} {name!r}")
+    return state
+
+
 def _running_claim(job: str, key: str, slot: str, value: Any) -> ClaimRecord | None:
     """The claim record of a run in progress, from its run state (None if it ended).
 
@@ -311,14 +361,14 @@ def _running_claim(job: str, key: str, slot: str, value: Any) -> ClaimRecord | N
         return None
 
     def parse() -> ClaimRecord | None:
-        state = json.loads(value)
-        if state.get("s") != "running":
+        state = _run_state(value)
+        if state["s"] != "running":
             return None
         return ClaimRecord(
             job=job,
             slot=stored_int(slot),
-            token=str(state["t"]),
-            instance_id=str(state["r"]),
+            token=state["t"],
+            instance_id=state["r"],
             at=stored_int(state["b"]),
             attempt=stored_int(state["a"]),
         )
@@ -516,10 +566,8 @@ class RedisRunStore(RunStore):
         if raw is None:
             return lease_state_of(token, None, False, False)
         with stored_data(entry_name(rt.keys(job)[0], str(int(slot))), "a run's state"):
-            state = json.loads(raw)
-            return lease_state_of(
-                token, str(state.get("t")), state.get("s") == "running", bool(state.get("x"))
-            )
+            state = _run_state(raw)
+            return lease_state_of(token, state["t"], state["s"] == "running", bool(state["x"]))
 
     async def active(self, job: str) -> list[ActiveRun]:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""

@@ -4,8 +4,8 @@ Each script is its body ``lua/<name>.lua`` after the shared snippets it uses
 (``lua/lib/*.lua``: helpers such as ``now_ms``, the run state codec, trimming),
 joined in the order :func:`_script` is given them. Every part is read as text
 and preceded by one newline, as when the parts were Python strings: a script's
-source, and so its SHA1 (what ``EVALSHA`` names it by), is the same bytes as
-in earlier releases.
+source, and so its SHA1 (what ``EVALSHA`` names it by), changes only when its
+Lua does.
 
 ``lease`` scripts touch only the keys of one job, which share the hash tag
 ``{<prefix><job>}``; they read the server clock with ``TIME`` (allowed before
@@ -35,7 +35,11 @@ ended yet, comma-separated, written in the same ``HSET`` as the run's state),
 ``min(16, history_size)`` writes, not on each), ``~keep`` (the longest any
 instance asked run state to be kept, ms), ``~ttl`` (when history is next
 checked against ``history_ttl``) and ``~st`` (when run state may next be
-trimmed, once every candidate was still needed). A won claim is one ``HGET``,
+trimmed, once every candidate was still needed). The scripts read these as
+they write them (``whole()`` in ``lib/prelude.lua``: decimal digits only; Lua's
+``tonumber`` also takes ``1e400``, ``nan`` and ``0x10``): anything else ends the
+script with ``ANARCHON_FOREIGN_DATA <key>[<field>]`` (a claim trims before it
+writes its run, so one that meets garbage writes nothing). A won claim is one ``HGET``,
 one ``HMGET`` and one ``HSET``, a losing one an ``HGET``; a finish one
 ``HMGET`` and one ``HSET``; a result one ``ZADD`` (the scheduler sends a
 finish and its result in one ``finish-save`` call) (and one ``HGET`` unless

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from anarchon.backend import kept_runs
+from anarchon.backend.foreign import skip_unreadable, stored_int
 from anarchon.backend.history import build_history
 from anarchon.backend.result_json import result_json
 from anarchon.types import ClaimInput, JobLimits, ResultWrite, RunRecord
@@ -37,6 +38,18 @@ __all__ = ["StreamIdRuntime"]
 
 HISTORY_SLACK = 8
 """Extra records read beyond ``limit``."""
+
+
+_UNREADABLE = object()
+"""The oldest slot of a stream whose oldest entry is not ours (reported once)."""
+
+
+def _oldest_slot(key: str, value: str) -> int | object | None:
+    """The slot the trim script answered for stream ``key`` (None: the stream is empty)."""
+    if not value:
+        return None
+    found = skip_unreadable(key, "a run's slot", lambda: stored_int(value))
+    return _UNREADABLE if found is None else found
 
 
 def _is_stale_id(error: BaseException) -> bool:
@@ -145,10 +158,13 @@ class StreamIdRuntime(Runtime):
             removed = int(first[0]) + int(second[0])
             if not removed:
                 continue
-            results = self.keys(job)[2]
-            oldest = [int(text(r[1])) for r in (first, second) if text(r[1])]
-            if oldest:
-                follow.append(("ZREMRANGEBYSCORE", results, "-inf", f"({min(oldest)}"))
+            runs, manual, results = self.keys(job)
+            oldest = [_oldest_slot(key, text(r[1])) for key, r in ((runs, first), (manual, second))]
+            if any(o is _UNREADABLE for o in oldest):
+                continue  # the oldest manual run is not ours: results stay until it is trimmed
+            kept = [o for o in oldest if isinstance(o, int)]
+            if kept:
+                follow.append(("ZREMRANGEBYSCORE", results, "-inf", f"({min(kept)}"))
             else:
                 follow.append(("DEL", results))
         for command, reply in zip(follow, await conn.pipeline(follow), strict=True):

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from anarchon.backend import STORE_FORMAT, Backend, InitOnce, RunStore
+from anarchon.backend.foreign import stored_data, stored_int
 from anarchon.backend.membership import check_member_id, check_refresh
 from anarchon.backend.registry import redact_url
 from anarchon.errors import (
@@ -390,12 +391,12 @@ class RedisBackendBase(Backend):
             found = await conn.execute("GET", key)
         if found is None:  # e.g. a key that expired in between: ours again next time
             found = str(STORE_FORMAT)
-        value = text(found) if found is not None else str(STORE_FORMAT)
-        try:
-            stored = int(value)
-        except ValueError:
-            stored = -1
-        if stored < 1 or stored > STORE_FORMAT:
+        value = text(found)
+        with stored_data(key, "a store format marker"):
+            stored = stored_int(value)
+            if stored < 1:
+                raise ValueError(f"no store format is {stored}")
+        if stored > STORE_FORMAT:
             raise StoreFormatError(
                 f"{self.describe()} holds store format {value!r} under {key!r}; this"
                 f" anarchon-redis reads format {STORE_FORMAT} at most: upgrade anarchon-redis"

@@ -18,7 +18,13 @@ from functools import partial
 from typing import Any
 
 from anarchon.backend import StateRetention
-from anarchon.backend.foreign import entry_name, skip_unreadable, stored_flag, stored_int
+from anarchon.backend.foreign import (
+    entry_name,
+    skip_unreadable,
+    stored_data,
+    stored_flag,
+    stored_int,
+)
 from anarchon.backend.history import build_history
 from anarchon.types import ClaimInput, ClaimRecord, JobLimits, ResultWrite, RunRecord, StoredResult
 
@@ -169,12 +175,19 @@ class SqlHistory:
                 1 if result.manual else 0,
             ),
         )
-        saves = int((await tx.all(s.count_save, (job,)))[0][0])
+        counted = (await tx.all(s.count_save, (job,)))[0][0]
+        with stored_data(entry_name(self._tables.jobs, f"job={job!r}"), "a count of saves"):
+            saves = stored_int(counted)  # SQLite adds 1 to '1e400' as inf
         size = max(int(history_size), 1)
         if saves % max(size // 2, 1) == 0:
             cut_rows = await tx.all(s.cut, (job, size - 1))
+            # A slot that is not a number (SQLite sorts text above numbers) leaves history
+            # untrimmed this time; it is reported once, and history skips its row.
+            cut = None
             if cut_rows:
-                cut = int(cut_rows[0][0])
+                name = entry_name(self._tables.results, f"job={job!r} slot={cut_rows[0][0]!r}")
+                cut = skip_unreadable(name, "a run's result", lambda: stored_int(cut_rows[0][0]))
+            if cut is not None:
                 await tx.all(s.trim_results, (job, cut))
                 await tx.all(s.trim_claims, (job, cut))
                 retention = self.retention_of(job)

@@ -62,17 +62,20 @@ def _answers(rows: Sequence[Row], items: Sequence[RunFinish]) -> list[bool]:
 
 
 def _lease_state(row: Row) -> ModelState:
-    """A ``run_row`` (attempt, max, token, status, runner, lease, started, released) for the model."""
+    """A ``run_row`` (attempt, max, token, status, runner, lease, started, released) for the model.
+
+    Parse it inside ``stored_data`` (:meth:`SqlLeases._run_name`): garbage raises.
+    """
     attempt, max_attempts, token, status, runner, lease, started, released = row
     return ModelState(
-        attempt=int(attempt),
+        attempt=stored_int(attempt),
         token=str(token),
         runner=str(runner),
         status=str(status),
-        lease_expires_at=int(lease),
-        max_attempts=int(max_attempts),
-        started_at=int(started),
-        released=bool(released),
+        lease_expires_at=stored_int(lease),
+        max_attempts=stored_int(max_attempts),
+        started_at=stored_int(started),
+        released=stored_flag(released),
     )
 
 
@@ -136,6 +139,11 @@ class SqlLeases:
             None,
             None,
         )
+
+    def _run_name(self, job: str, slot: int | None = None) -> str:
+        """How a row (or, without ``slot``, the rows of ``job``) of ``<p>runs`` is named."""
+        where = f"job={job!r}" if slot is None else f"job={job!r} slot={int(slot)}"
+        return entry_name(self._store.tables.runs, where)
 
     async def now(self) -> int:
         """The database server's clock, in ms since the epoch."""
@@ -310,8 +318,7 @@ class SqlLeases:
         if not rows:
             return lease_state_of(token, None, False, False)
         stored, status, released = rows[0]
-        where = entry_name(self._store.tables.runs, f"job={job!r} slot={int(slot)}")
-        with stored_data(where, "a run's state"):
+        with stored_data(self._run_name(job, slot), "a run's state"):
             return lease_state_of(
                 token, str(stored), str(status) == "running", stored_flag(released)
             )
@@ -320,7 +327,7 @@ class SqlLeases:
         """Unfinished runs of ``job``, oldest slot first, and whether each lease is live."""
         client = await self._session.ready()
         rows = await client.all(self._sql.active, (job,))
-        with stored_data(entry_name(self._store.tables.runs, f"job={job!r}"), "run state"):
+        with stored_data(self._run_name(job), "run state"):
             return [
                 ActiveRun(
                     slot=stored_int(slot),
@@ -478,12 +485,14 @@ class SqlLeases:
         await self._store.dialect.serialize(tx, self._store.tables.prefix + "job:" + c.job)
         now = int((await tx.all(s.now, ()))[0][0])
         rows = await tx.all(s.run_row, (c.job, c.slot))
-        prior = _lease_state(rows[0]) if rows else None
+        with stored_data(self._run_name(c.job, c.slot), "a run's state"):
+            prior = _lease_state(rows[0]) if rows else None
         blocker = None
         if prior is None and not c.overlap and c.create:
             live = await tx.all(s.live_older, (c.job, c.slot, now))
             if live:
-                blocker = Blocker(runner=str(live[0][0]), lease_expires_at=int(live[0][1]))
+                with stored_data(self._run_name(c.job), "run state"):
+                    blocker = Blocker(str(live[0][0]), stored_int(live[0][1]))
         decision = decide_claim(prior, c, now, blocker)
         state = decision.state
         if prior is None:
@@ -613,17 +622,18 @@ class SqlLeases:
             return False
         now, attempt, max_attempts, runner, started, status, released, end_reason = rows[0]
         now = int(now)
-        prior = ModelState(
-            attempt=int(attempt),
-            token=token,
-            runner=str(runner),
-            status=str(status),
-            lease_expires_at=now,  # not read by the release decision
-            max_attempts=int(max_attempts),
-            started_at=int(started),
-            released=bool(released),
-            end_reason=None if end_reason is None else str(end_reason),
-        )
+        with stored_data(self._run_name(job, slot), "a run's state"):
+            prior = ModelState(
+                attempt=stored_int(attempt),
+                token=token,
+                runner=str(runner),
+                status=str(status),
+                lease_expires_at=now,  # not read by the release decision
+                max_attempts=stored_int(max_attempts),
+                started_at=stored_int(started),
+                released=stored_flag(released),
+                end_reason=None if end_reason is None else str(end_reason),
+            )
         decision = decide_release(prior, token, now)
         if decision.record:
             await self._result_row(
@@ -654,7 +664,8 @@ class SqlLeases:
         if not rows:
             return ClaimOutcome("done")
         attempt, _max, token, status, runner, lease, _started, released = rows[0]
-        attempt, lease = int(attempt), int(lease)
+        with stored_data(self._run_name(r.job, r.slot), "a run's state"):
+            attempt, lease, released = stored_int(attempt), stored_int(lease), stored_flag(released)
         runner = None if runner is None else str(runner)
         if status == "running" and token == r.new_token and not released:
             if self.durable is not None:  # written again: the synchronous commit confirms it

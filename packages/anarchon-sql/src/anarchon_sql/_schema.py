@@ -26,6 +26,7 @@ import asyncio
 import hashlib
 
 from anarchon.backend import STORE_FORMAT
+from anarchon.backend.foreign import entry_name, stored_data, stored_int
 from anarchon.errors import StoreFormatError
 
 from anarchon_sql._client import SqlClient
@@ -80,7 +81,8 @@ class Schema:
         """Create what is missing and stamp the store format, in one transaction (retried on races).
 
         Read in the transaction, the ``store_format`` marker refuses a newer store
-        (``StoreFormatError``) and the schema digest skips DDL already run.
+        (``StoreFormatError``; one that is not a format number is ``ForeignDataError``)
+        and the schema digest skips DDL already run.
         """
         for attempt in range(5):
             try:
@@ -99,11 +101,11 @@ class Schema:
         meta = {str(k): str(v) for k, v in await tx.all(self._sql.meta_get, ())}
         found = meta.get(_FORMAT_KEY)
         if found is not None:
-            try:
-                version = int(found)
-            except ValueError:
-                version = -1
-            if version < 0 or version > STORE_FORMAT:
+            with stored_data(entry_name(tables.meta, f"key={_FORMAT_KEY!r}"), "a store format"):
+                version = stored_int(found)
+                if version < 1:
+                    raise ValueError(f"no store format is {version}")
+            if version > STORE_FORMAT:
                 raise StoreFormatError(
                     f"the tables {tables.prefix}* at {self._store.describe()} hold store format"
                     f" {found!r}; this anarchon-sql reads format {STORE_FORMAT} at most:"

@@ -1,12 +1,14 @@
 -- KEYS: state, legacy active set   Returns {now, slot, attempt, runner, lease, token, ...}
 -- (unfinished runs: those `~act` lists, and any in the set a previous release kept).
+-- `~act` or a set member that is not a slot is foreign data.
 local out = {now_ms()}
 local seen = {}
 local slots = {}
-for s in string.gmatch(redis.call('HGET', KEYS[1], '~act') or '', '[^,]+') do
+for s in string.gmatch(act_check(redis.call('HGET', KEYS[1], '~act'), KEYS[1]), '[^,]+') do
   if not seen[s] then seen[s] = true; slots[#slots + 1] = s end
 end
 for _, s in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if not whole(s) then foreign(KEYS[2], s, 'is not a slot') end
   if not seen[s] then seen[s] = true; slots[#slots + 1] = s end
 end
 for _, s in ipairs(slots) do

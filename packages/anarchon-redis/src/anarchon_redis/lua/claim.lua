@@ -11,7 +11,8 @@
 -- lease's end as an integer.
 -- A claim reads the run's state and the bookkeeping fields in one HMGET; a
 -- won claim writes state, `~act` and `~n` in one HSET: the run's state is its
--- claim record (history reads the runs `~act` lists).
+-- claim record (history reads the runs `~act` lists). Trimming comes before
+-- that write, so garbage it finds ends the script before the claim wrote.
 local now = now_ms()
 local now_s = int(now)
 local profiles = {}
@@ -28,9 +29,10 @@ for p = 1, np do
 end
 
 -- The bookkeeping fields a write needs, read with the run's state:
--- `~act`, the next `~n`, `~ttl`.
-local function bookkeeping(got)
-  return got[2] or '', (tonumber(got[3] or '0') or 0) + 1, tonumber(got[4] or '0') or 0
+-- `~act`, the next `~n`, `~ttl` (each checked: garbage is foreign data).
+local function bookkeeping(state, got)
+  return act_check(got[2], state), (stored_number(got[3], state, '~n') or 0) + 1,
+    stored_number(got[4], state, '~ttl') or 0
 end
 
 local function claim(k, slot_s, token, deadline, p)
@@ -39,7 +41,7 @@ local function claim(k, slot_s, token, deadline, p)
   local got = redis.call('HMGET', state, slot_s, '~act', '~n', '~ttl')
   local raw = got[1]
   if not raw then
-    local act, count, ttl_due = bookkeeping(got)
+    local act, count, ttl_due = bookkeeping(state, got)
     local function trim(new_act)
       tick(state, runs, results, now, p.size, p.keep, p.ttl, count, ttl_due, new_act)
     end
@@ -50,7 +52,6 @@ local function claim(k, slot_s, token, deadline, p)
       local blocker, blocker_slot = nil, nil
       for s in string.gmatch(act, '[^,]+') do
         local n = tonumber(s)
-        if not n then foreign(state, '~act', 'is not a list of slots') end
         if n < slot and (blocker_slot == nil or n > blocker_slot) then
           local other = redis.call('HGET', state, s)
           if other then
@@ -61,21 +62,21 @@ local function claim(k, slot_s, token, deadline, p)
       end
       if blocker then
         if p.wait then return {'overlap', 0, blocker.r, blocker.l, 0} end
+        trim(act)
         redis.call('HSET', state, slot_s,
                    encode_state({a = 0, t = token, s = 'skipped', r = instance, l = now, b = now,
                                  m = max_attempts, x = 0, f = now}), '~n', count)
         add_result(results, slot, token, instance, 'skipped', now, now, 1, 'overlap')
-        trim(act)
         return {'overlap', 0, blocker.r, blocker.l, 0}
       end
     end
     -- encode_state's layout, from strings made once per call.
-    local new_act = act_add(act, slot_s)
+    local new_act = act_add(act, slot_s, state)
+    trim(new_act)
     redis.call('HSET', state, slot_s,
                '{"a":1,"t":' .. jstr(token) .. ',"s":"running","r":' .. p.jinstance .. ',"l":'
                  .. p.lease_s .. ',"b":' .. now_s .. ',"m":' .. p.max_s .. ',"x":0}',
                '~act', new_act, '~n', count)
-    trim(new_act)
     return p.lease_end
   end
   local r = decode_state(raw, state, slot_s)
@@ -89,16 +90,16 @@ local function claim(k, slot_s, token, deadline, p)
   end
   if r.s ~= 'running' or mine == 1 then return {'done', r.a, r.r, r.l, mine} end
   if r.l > now then return {'running', r.a, r.r, r.l, 0} end
-  local act, count, ttl_due = bookkeeping(got)
+  local act, count, ttl_due = bookkeeping(state, got)
   if r.a < max_attempts then
+    local new_act = act_add(act, slot_s, state)
+    tick(state, runs, results, now, p.size, p.keep, p.ttl, count, ttl_due, new_act)
     if r.x == 0 then
       add_result(results, slot, r.t, r.r, 'interrupted', r.b, math.max(r.l, r.b), r.a, 'lease_lost')
     end
     r.a = r.a + 1
     r.t, r.r, r.l, r.m, r.b, r.x, r.e = token, instance, now + p.lease_ms, max_attempts, now, 0, nil
-    local new_act = act_add(act, slot_s)
     redis.call('HSET', state, slot_s, encode_state(r), '~act', new_act, '~n', count)
-    tick(state, runs, results, now, p.size, p.keep, p.ttl, count, ttl_due, new_act)
     return {'won', r.a, instance, r.l, 1}
   end
   if r.x == 0 then
@@ -106,7 +107,7 @@ local function claim(k, slot_s, token, deadline, p)
                'attempts_exhausted')
   end
   r.s, r.f = 'interrupted', now
-  redis.call('HSET', state, slot_s, encode_state(r), '~act', act_del(act, slot_s))
+  redis.call('HSET', state, slot_s, encode_state(r), '~act', act_del(act, slot_s, state))
   return {'done', r.a, r.r, r.l, 0}
 end
 

@@ -1,7 +1,8 @@
 -- KEYS: one stream   ARGV: history_size, history_ttl_ms ('' = none), keep_newest (0/1),
 --                          slot field ('' = the entry ID is the slot)
 -- Trims to `size` entries once over 2 * size, and drops entries older than the TTL
--- (by entry ID time), keeping the newest one when asked. Returns {removed, oldest slot or ''}.
+-- (by entry ID time), keeping the newest one when asked. Returns {removed, oldest slot or ''}
+-- ('' for an empty stream).
 local key, size, ttl = KEYS[1], tonumber(ARGV[1]), opt(ARGV[2])
 local removed = 0
 if redis.call('XLEN', key) > 2 * size then
@@ -32,4 +33,4 @@ local fields = first[1][2]
 for i = 1, #fields, 2 do
   if fields[i] == ARGV[4] then return {removed, fields[i + 1]} end
 end
-return {removed, ''}
+return {removed, 'no slot'}  -- an entry that is not ours (the caller reports it)

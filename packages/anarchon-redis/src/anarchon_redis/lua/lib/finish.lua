@@ -43,7 +43,7 @@ local function finish(state, slot_s, token, status)
     new = encode_state(r)
   end
   local act = got[2] or ''
-  if act == slot_s then act = '' else act = act_del(act, slot_s) end
+  if act == slot_s then act = '' else act = act_del(act, slot_s, state) end
   redis.call('HSET', state, slot_s, new, '~act', act)
   return 1
 end

@@ -5,3 +5,9 @@ local function now_ms()
 end
 local function int(n) return string.format('%d', n) end
 local function opt(s) if s == nil or s == '' then return nil end return tonumber(s) end
+-- A whole number as the scripts and the client write it (decimal digits, below
+-- 2^53), else nil: Lua's tonumber also takes '1e400', 'nan', 'inf' and '0x10'.
+local function whole(s)
+  if type(s) ~= 'string' or #s > 16 or not string.find(s, '^%-?%d+$') then return nil end
+  return tonumber(s)
+end

@@ -17,7 +17,7 @@ local function release(state, results, slot_s, token)
   r.e = 'handed_over'
   if r.a >= r.m then
     r.s, r.f = 'interrupted', now
-    redis.call('HSET', state, slot_s, encode_state(r), '~act', act_del(got[2], slot_s))
+    redis.call('HSET', state, slot_s, encode_state(r), '~act', act_del(got[2], slot_s, state))
   else
     r.l, r.x = now, 1
     put(state, slot_s, r)

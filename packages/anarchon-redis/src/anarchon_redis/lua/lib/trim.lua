@@ -1,3 +1,10 @@
+-- The slot of a `runs` entry (its first field), or nil for an entry that is not
+-- a claim: that one is left as it is (history skips and reports it).
+local function entry_slot(e)
+  if e[2][1] ~= 'slot' then return nil end
+  return whole(e[2][2])
+end
+
 -- Keep about `size` runs (between N and 2N) and nothing older than `ttl`;
 -- never a record of a run still in progress (`running`, `nrun` of them).
 -- Claims go before their results, so a finished run never shows as running.
@@ -18,14 +25,17 @@ local function trim_history(state, runs, results, now, size, ttl, ttl_due, runni
   if by_count then
     if #entries > size then
       local slots = {}
-      for i, e in ipairs(entries) do slots[i] = tonumber(e[2][2]) end
+      for _, e in ipairs(entries) do
+        local s = entry_slot(e)
+        if s then slots[#slots + 1] = s end
+      end
       table.sort(slots, function(x, y) return x > y end)
       cut = slots[size]
     end
     if redis.call('ZCARD', results) > size then
       local nth = redis.call('ZREVRANGE', results, size - 1, size - 1, 'WITHSCORES')
-      local score = tonumber(nth[2])
-      if cut == nil or score < cut then cut = score end
+      local score = whole(nth[2])  -- nil for a member scored inf or 1.5: not ours
+      if score and (cut == nil or score < cut) then cut = score end
     end
   end
   if ttl then
@@ -35,8 +45,8 @@ local function trim_history(state, runs, results, now, size, ttl, ttl_due, runni
   if cut == nil then return end
   local dead = {}
   for _, e in ipairs(entries) do
-    local s = tonumber(e[2][2])
-    if s < cut and not running[s] then
+    local s = entry_slot(e)
+    if s and s < cut and not running[s] then
       dead[#dead + 1] = e[1]
       if #dead >= 500 then
         redis.call('XDEL', runs, unpack(dead))
@@ -73,7 +83,7 @@ local function trim_state(state, now, size, keep, running, nrun)
   if stored > keep then keep = stored end
   local slots, names = {}, {}
   for _, f in ipairs(redis.call('HKEYS', state)) do
-    local n = tonumber(f)
+    local n = whole(f)
     if n then
       slots[#slots + 1] = n
       names[n] = f
@@ -111,7 +121,7 @@ local function tick(state, runs, results, now, size, keep, ttl, count, ttl_due, 
   local due = count % every == 0
   if not due and ttl then due = now >= ttl_due end
   if not due then return end
-  local running, nrun = act_set(act)
+  local running, nrun = act_set(act, state)
   trim_state(state, now, size, keep, running, nrun)
   trim_history(state, runs, results, now, size, ttl, ttl_due, running, nrun)
 end
