@@ -19,6 +19,7 @@ import httpx
 import pytest
 from anarchon import Backend, MemoryBackend, RunContext, Scheduler
 from anarchon._core import rendezvous_candidates
+from anarchon._scheduler.candidates import MEMBER_TTL_MS
 from anarchon.backend.registry import resolve_backend
 from anarchon.cli import fleet as fleet_cli
 from anarchon.cli.commands import build_parser
@@ -152,7 +153,8 @@ async def test_members_count_the_jobs_each_instance_holds(fleet: Fleet) -> None:
     assert len(members[0].group) == len("k2-") + 8
     for member, scheduler in zip(members, fleet.schedulers, strict=True):
         assert member.candidate_of == len(_held(scheduler))
-        assert member.seen_at <= now < member.expires_at
+        assert member.seen_at <= now
+        assert member.expires_at - member.seen_at == MEMBER_TTL_MS
     assert sum(m.candidate_of or 0 for m in members) == JOBS * 2
 
 
@@ -313,7 +315,8 @@ async def test_page_api_shows_candidates_and_members(fleet: Fleet) -> None:
         assert [m["instance_id"] for m in members] == ["web-0", "web-1", "web-2"]
         counts = {m["instance_id"]: m["candidate_of"] for m in members}
         assert counts == {s.instance_id: len(_held(s)) for s in fleet.schedulers}
-        assert all(m["seen_at"] <= answer["now"] < m["expires_at"] for m in members)
+        assert all(m["seen_at"] <= answer["now"] for m in members)
+        assert all(m["expires_at"] - m["seen_at"] == MEMBER_TTL_MS for m in members)
     assert 'id="members"' in page.text
 
 
