@@ -199,7 +199,14 @@ async def fleet_members(backend: Backend) -> list[MemberStatus]:
     registry. ``backend`` must be initialised; a backend that keeps no
     membership records raises :class:`~anarchon.errors.UnsupportedError`.
     """
-    members, declarations = await asyncio.gather(backend.members(), _declarations(backend))
+    # Both answered before either error is raised: no read is left running unawaited.
+    members, declarations = await asyncio.gather(
+        backend.members(), _declarations(backend), return_exceptions=True
+    )
+    if isinstance(members, BaseException):
+        raise members
+    if isinstance(declarations, BaseException):
+        raise declarations
     if declarations is None:
         return member_statuses(members, None)
     return member_statuses(members, candidates_by_job(members, declaring_instances(declarations)))
