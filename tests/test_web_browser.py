@@ -21,8 +21,11 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from anarchon._core import rendezvous_candidates
 from anarchon.backend.memory import MemoryBackend
 from anarchon.backend.registry import resolve_backend
+from anarchon.fleet.roster import roster_of
+from anarchon.fleet.types import Declaration
 from anarchon.testing.fleet import Fleet, start_fleet
 from anarchon.web import BackendSource, create_app
 from anarchon_testservers.chromium import chromium_paths
@@ -75,7 +78,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
     )
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,600"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,660"):
         options.add_argument(flag)
     with fleet:
         fleet.wait_started(timeout=60)
@@ -239,3 +242,61 @@ def test_the_page_shows_the_jobs_a_page_at_a_time(page: Page) -> None:
         _click(page, "#next")
         wait.until(lambda d: d.execute_script(rows_js) == names[2:])
         assert page.driver.find_element(By.ID, "page").text == "page 2 of 2 (3 jobs)"
+
+
+_MEMBERS_JS = """
+return Array.from(document.querySelectorAll('#members tbody tr'))
+  .map((row) => [row.dataset.member || null, Array.from(row.cells).map((cell) => cell.textContent)]);
+"""
+
+
+def test_the_page_shows_the_live_members_and_each_jobs_candidates(
+    page: Page, tmp_path: Path
+) -> None:
+    """Three membership records in a SQLite store: the members table lists them, and the job's
+    row names its two candidates in rank order."""
+    store = f"sqlite:///{tmp_path / 'members.db'}"
+    names = ["m-1", "m-2", "m-3"]
+    roster = roster_of(2, [("nightly", "f" * 16)])
+
+    async def fill() -> None:
+        backend = resolve_backend(store)
+        await backend.init()
+        try:
+            for name in names:
+                entry = Declaration("nightly", name, "f" * 16, "cron 0 3 * * * UTC", 0, 0)
+                await backend.declare([entry], 600_000)
+                await backend.refresh_member(name, roster, 600_000)
+        finally:
+            await backend.close()
+
+    asyncio.run(fill())
+    app = create_app(store, refresh_s=0.5)
+    wait = WebDriverWait(page.driver, 60, poll_frequency=0.2)
+    candidates_js = (
+        "return document.querySelector('tr[data-job=\"nightly\"] td.candidates').textContent;"
+    )
+    with _serving(app) as url:
+        page.driver.get(url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-loaded="true"]'))
+        wait.until(lambda d: [m for m, _ in d.execute_script(_MEMBERS_JS)] == names)
+        rows = page.driver.execute_script(_MEMBERS_JS)
+        shown = page.driver.execute_script(candidates_js)
+    expected = rendezvous_candidates(names, "nightly", 2)
+    assert shown == ", ".join(expected)
+    for _, (instance, k, group, seen, expires, count) in rows:
+        assert k == "2"
+        assert group == roster[:11]
+        assert seen.endswith(" s ago")
+        assert float(expires.split()[0]) > 500  # a 600 s record
+        assert count == ("1 job(s)" if instance in expected else "0 job(s)")
+
+
+def test_a_fleet_without_membership_records_says_so(page: Page) -> None:
+    """The two-process fleet runs with candidates=None: no record, and the page says why."""
+    page.driver.get(page.url)
+    wait = WebDriverWait(page.driver, 60, poll_frequency=0.5)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-loaded="true"]'))
+    [(member, cells)] = page.driver.execute_script(_MEMBERS_JS)
+    assert member is None
+    assert cells[0].startswith("no live members")

@@ -31,6 +31,7 @@ from anarchon.cli.fleet import (
     add_fleet_commands,
     control_command,
     known_jobs,
+    members_command,
     open_backend,
     status_command,
 )
@@ -393,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "history": _history,
             "active": _active,
             "status": status_command,
+            "members": members_command,
             "pause": control_command,
             "resume": control_command,
             "skip": control_command,

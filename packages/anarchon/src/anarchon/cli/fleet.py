@@ -1,4 +1,5 @@
-"""The fleet commands of the ``anarchon`` CLI (docs/cli.md): ``status``, ``pause``, ``resume``, ``skip``.
+"""The fleet commands of the ``anarchon`` CLI (docs/cli.md): ``status``, ``members``, ``pause``,
+``resume``, ``skip``.
 
 Also the helpers every store command shares: the backend URL from
 ``--backend`` or ``ANARCHON_BACKEND_URL``, and the check that job names are
@@ -23,7 +24,14 @@ from anarchon.cli.output import table
 from anarchon.errors import InvalidConfigError, UnsupportedError
 from anarchon.fleet.controls import pause_job, resume_job, skip_slots
 from anarchon.fleet.fingerprints import parse_schedule
-from anarchon.fleet.status import JobStatus, fleet_status, unknown_jobs_error
+from anarchon.fleet.status import (
+    JobStatus,
+    MemberStatus,
+    fleet_members,
+    fleet_status,
+    store_now_ms,
+    unknown_jobs_error,
+)
 
 __all__ = [
     "UsageError",
@@ -31,6 +39,7 @@ __all__ = [
     "add_fleet_commands",
     "backend_url",
     "known_jobs",
+    "members_command",
     "open_backend",
 ]
 
@@ -85,7 +94,7 @@ async def known_jobs(backend: Backend, names: Sequence[str]) -> list[str]:
 
 
 def add_fleet_commands(sub: Any) -> None:
-    """Add ``status``, ``pause``, ``resume`` and ``skip`` to the subparsers ``sub``."""
+    """Add ``status``, ``members``, ``pause``, ``resume`` and ``skip`` to the subparsers ``sub``."""
     status = sub.add_parser("status", help="every job the fleet declares, and its state")
     status.add_argument("jobs", nargs="*", metavar="JOB")
     add_backend_option(status)
@@ -99,6 +108,9 @@ def add_fleet_commands(sub: Any) -> None:
         metavar="SECONDS",
         help="refresh every SECONDS (default 2) until interrupted",
     )
+    members = sub.add_parser("members", help="the live instances and what they are candidates of")
+    add_backend_option(members)
+    members.add_argument("--json", action="store_true")
     for name, text in (
         ("pause", "pause a job on every instance"),
         ("resume", "resume a paused job on every instance"),
@@ -142,6 +154,7 @@ def _status_rows(statuses: Sequence[JobStatus]) -> list[list[object]]:
                 "-" if last is None else last.instance_id,
                 s.live_leases,
                 ",".join(i.instance_id for i in s.instances),
+                ",".join(s.candidates) or "-",
                 "paused" if s.paused else "-",
                 "-" if not s.drift else " ".join(f"{fp}:{n}" for fp, n in s.drift.items()),
             ]
@@ -170,6 +183,7 @@ async def status_command(args: argparse.Namespace) -> int:
                     "by",
                     "leases",
                     "instances",
+                    "candidates",
                     "paused",
                     "drift",
                 ]
@@ -179,6 +193,68 @@ async def status_command(args: argparse.Namespace) -> int:
             await asyncio.sleep(args.watch)
     finally:
         await backend.close()
+
+
+NO_MEMBERSHIP_HINT = (
+    "keeps no membership records: every instance claims every job-slot"
+    ' (docs/scaling.md, "Candidates")'
+)
+NO_MEMBERS_HINT = (
+    "no live members: no instance is running, or they run with candidates=None"
+    " (which writes no membership record)"
+)
+
+
+def _seconds(ms: int) -> str:
+    return f"{max(ms, 0) / 1000:.1f}s"
+
+
+def _member_rows(members: Sequence[MemberStatus], now: int) -> list[list[object]]:
+    return [
+        [
+            m.instance_id,
+            "-" if m.k is None else m.k,
+            m.group,
+            f"{_seconds(now - m.seen_at)} ago",
+            _seconds(m.expires_at - now),
+            "-" if m.candidate_of is None else m.candidate_of,
+        ]
+        for m in members
+    ]
+
+
+async def members_command(args: argparse.Namespace) -> int:
+    """``anarchon members [--json]``: the live members of the fleet (docs/fleet.md, "Membership").
+
+    A backend without membership records, or a fleet with none, is one hint
+    line and exit 0 (with ``--json``: ``[]``, and the hint on stderr).
+    """
+    backend = await open_backend(args)
+    members: list[MemberStatus] = []
+    now = 0
+    hint: str | None = None
+    try:
+        try:
+            members = await fleet_members(backend)
+        except UnsupportedError:
+            hint = f"anarchon: backend {backend.name!r} {NO_MEMBERSHIP_HINT}"
+        else:
+            if members:
+                now = await store_now_ms(backend)
+            else:
+                hint = f"anarchon: {NO_MEMBERS_HINT}"
+    finally:
+        await backend.close()
+    if args.json:
+        print(json.dumps([m.to_dict() for m in members]), flush=True)
+        if hint is not None:
+            print(hint, file=sys.stderr)
+    elif hint is not None:
+        print(hint)
+    else:
+        headers = ["instance", "k", "roster", "seen", "expires in", "candidate of"]
+        print(table(headers, _member_rows(members, now)))
+    return 0
 
 
 async def control_command(args: argparse.Namespace) -> int:

@@ -4,7 +4,8 @@ Routes (relative to where the app is mounted):
 
 - ``GET /``: the page (plain HTML and a little JavaScript, no build step);
 - ``GET /api/status?page=P&per_page=N``: one page of jobs (by name) with
-  their recent runs and leases, cached for the refresh period;
+  their recent runs, leases and candidates, and the live members, cached for
+  the refresh period;
 - ``GET /api/jobs/{job}/history?limit=N`` and ``GET /api/jobs/{job}/active``;
 - ``POST /api/jobs/{job}/pause`` and ``POST /api/jobs/{job}/resume``: only
   with ``Authorization: Bearer <token>`` when the app has a token, only when
@@ -48,6 +49,7 @@ from anarchon.web.source import (
     StatusSource,
     control_json,
     lease_json,
+    member_json,
     read_page,
     run_json,
     status_json,
@@ -259,6 +261,9 @@ def create_app(
                 "pages": max(1, math.ceil(found.total / size)),
                 "total": found.total,
                 "jobs": [job_json(view, show) for view in found.jobs],
+                "members": None
+                if found.members is None
+                else [member_json(member) for member in found.members],
             }
             return json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode()
 

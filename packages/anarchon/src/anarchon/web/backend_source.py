@@ -6,8 +6,8 @@ that no instance declares, or all of them on a backend without a registry,
 are shown from history and leases alone. Pause and resume write the fleet-wide control of the job.
 
 :meth:`BackendSource.status_page` reads one page of jobs in a number of store
-calls bounded by the page size: the registry, the controls and the clock once,
-then ``history_many`` and the leases of the page's jobs only.
+calls bounded by the page size: the registry, the controls, the members and
+the clock once, then ``history_many`` and the leases of the page's jobs only.
 """
 
 from __future__ import annotations
@@ -21,10 +21,16 @@ from anarchon.backend.base import Backend
 from anarchon.backend.batching import per_item
 from anarchon.backend.registry import resolve_backend
 from anarchon.errors import InvalidConfigError, UnsupportedError
+from anarchon.fleet.roster import candidates_by_job
 from anarchon.fleet.status import (
     JobStatus,
+    MemberStatus,
+    declaring_instances,
+    fleet_members,
     fleet_status,
     job_status,
+    live_members,
+    member_statuses,
     store_now_ms,
     unknown_jobs_error,
 )
@@ -107,6 +113,14 @@ class BackendSource:
         if job not in known:
             raise unknown_jobs_error([job], known)
 
+    async def members(self) -> list[MemberStatus] | None:
+        """The live members, or None when the backend keeps no membership records."""
+        await self._init()
+        try:
+            return await fleet_members(self.backend)
+        except UnsupportedError:
+            return None
+
     async def history(self, job: str, limit: int) -> list[RunRecord]:
         """Recent runs of ``job``, newest first."""
         await self._check(job)
@@ -159,14 +173,19 @@ class BackendSource:
     async def status_page(self, offset: int, limit: int, history_limit: int) -> StatusPage:
         """Jobs ``offset`` to ``offset + limit`` (by name) with their recent runs and leases.
 
-        Store calls: the registry, the controls and the clock once each, then
-        ``history_many`` of the page's jobs and each one's leases: bounded by
-        ``limit``, whatever the size of the fleet.
+        Store calls: the registry, the controls, the members and the clock once
+        each, then ``history_many`` of the page's jobs and each one's leases:
+        bounded by ``limit``, whatever the size of the fleet. The members and
+        every job's candidates are computed from the registry and the members.
         """
         await self._init()
-        declarations, controls, now = await asyncio.gather(
-            self._declarations(), self._controls(), store_now_ms(self.backend)
+        declarations, controls, members, now = await asyncio.gather(
+            self._declarations(),
+            self._controls(),
+            live_members(self.backend),
+            store_now_ms(self.backend),
         )
+        candidates = candidates_by_job(members or (), declaring_instances(declarations))
         by_job: dict[str, list[Declaration]] = {name: [] for name in self.jobs}
         for declaration in declarations:
             by_job.setdefault(declaration.job, []).append(declaration)
@@ -183,9 +202,11 @@ class BackendSource:
                 now,
                 history[0] if history else None,
                 sum(1 for run in held if run.live),
+                candidates=candidates.get(name, ()),
             )
             views.append(JobView(status, history, held))
-        return StatusPage(total=len(by_job), jobs=views)
+        shown = None if members is None else member_statuses(members, candidates)
+        return StatusPage(total=len(by_job), jobs=views, members=shown)
 
     async def _from_history(self, name: str, controls: dict[str, JobControl]) -> JobStatus:
         history, leases = await asyncio.gather(self.backend.history(name, 1), self._active(name))

@@ -3,9 +3,11 @@
 The page depends only on this protocol; :class:`~anarchon.web.BackendSource`
 implements it on a :class:`~anarchon.Backend`. A source may also have
 ``status_page(offset, limit, history_limit)`` answering a :class:`StatusPage`:
-one page of jobs with their runs and leases, read in a number of store calls
-bounded by the page size (``BackendSource`` has it); :func:`read_page` falls
-back to ``status()`` and the per-job reads for a source without it. The
+one page of jobs with their runs and leases and the live members, read in a
+number of store calls bounded by the page size (``BackendSource`` has it);
+:func:`read_page` falls back to ``status()``, the per-job reads and an
+optional ``members()`` (a list of :class:`~anarchon.fleet.status.MemberStatus`)
+for a source without it. The
 ``to_json`` helpers turn the answers into the plain values the JSON endpoints
 serve.
 """
@@ -17,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from anarchon.fleet.status import JobStatus
+from anarchon.fleet.status import JobStatus, MemberStatus
 from anarchon.fleet.types import JobControl
 from anarchon.types import ActiveRun, RunRecord
 
@@ -27,6 +29,7 @@ __all__ = [
     "StatusSource",
     "control_json",
     "lease_json",
+    "member_json",
     "read_page",
     "run_json",
     "status_json",
@@ -81,6 +84,9 @@ class StatusPage:
 
     total: int
     jobs: list[JobView]
+    members: list[MemberStatus] | None = None
+    """The live members (docs/fleet.md, "Membership"), or None when the store keeps no
+    membership records (or the source does not say)."""
 
 
 async def read_page(
@@ -89,7 +95,8 @@ async def read_page(
     """One page of jobs of ``source``: its ``status_page`` if it has one, else its plain reads.
 
     The fallback reads every job's status, then the runs and leases of the
-    page's jobs only.
+    page's jobs only, and the members from the source's ``members()`` if it
+    has one.
     """
     paged = getattr(source, "status_page", None)
     if paged is not None:
@@ -99,9 +106,12 @@ async def read_page(
     chosen = everything[offset : offset + limit]
     runs = await asyncio.gather(*(source.history(s.job, history_limit) for s in chosen))
     leases = await asyncio.gather(*(source.active(s.job) for s in chosen))
+    listed = getattr(source, "members", None)
+    members: list[MemberStatus] | None = await listed() if listed is not None else None
     return StatusPage(
         total=len(everything),
         jobs=[JobView(s, list(r), list(a)) for s, r, a in zip(chosen, runs, leases, strict=True)],
+        members=members,
     )
 
 
@@ -127,6 +137,11 @@ def lease_json(job: str, run: ActiveRun) -> dict[str, Any]:
         "lease_expires_at": run.lease_expires_at,
         "live": run.live,
     }
+
+
+def member_json(member: MemberStatus) -> dict[str, Any]:
+    """A live member as JSON values."""
+    return member.to_dict()
 
 
 def control_json(control: JobControl) -> dict[str, Any]:

@@ -68,6 +68,7 @@
     const state = el("td", {}, job.paused ? badge("paused") : badge("active"));
     if (Object.keys(job.drift || {}).length) state.append(" ", badge("drift"));
     const instances = (job.instances || []).map((i) => i.instance_id).join(", ") || "-";
+    const candidates = (job.candidates || []).join(", ") || "-";
     const actions = el("td", { class: "actions" });
     if (config.writable) {
       const action = job.paused ? "resume" : "pause";
@@ -82,6 +83,7 @@
       lastCell,
       el("td", {}, job.live_leases),
       el("td", { class: "mono instances" }, instances),
+      el("td", { class: "mono candidates" }, candidates),
       state,
       el("td", {}, timeline(job.runs || [])),
       actions);
@@ -92,6 +94,24 @@
       el("td", {}, lease.job), el("td", { class: "mono" }, iso(lease.slot)), el("td", {}, lease.attempt),
       el("td", { class: "mono" }, lease.runner), el("td", { class: "mono" }, iso(lease.lease_expires_at)),
       el("td", {}, lease.live ? badge("live", "ok") : badge("expired", "skipped")));
+  }
+
+  function seconds(ms) { return (ms / 1000).toFixed(1) + " s"; }
+  function memberRow(member, now) {
+    return el("tr", { "data-member": member.instance_id },
+      el("td", { class: "mono" }, member.instance_id), el("td", {}, member.k === null ? "-" : member.k),
+      el("td", { class: "mono" }, member.group), el("td", {}, seconds(Math.max(0, now - member.seen_at)) + " ago"),
+      el("td", {}, seconds(Math.max(0, member.expires_at - now))),
+      el("td", {}, member.candidate_of === null ? "-" : member.candidate_of + " job(s)"));
+  }
+  function memberRows(members, now) {
+    if (members === null || members === undefined) {
+      return [el("tr", {}, el("td", { colspan: 6 }, "this store keeps no membership records: every instance claims every job-slot"))];
+    }
+    if (!members.length) {
+      return [el("tr", {}, el("td", { colspan: 6 }, "no live members: no instance runs, or they run with candidates=None"))];
+    }
+    return members.map((member) => memberRow(member, now));
   }
 
   let page = 1;
@@ -119,10 +139,11 @@
       document.getElementById("prev").disabled = body.page <= 1;
       document.getElementById("next").disabled = body.page >= body.pages;
       document.querySelector("#jobs tbody").replaceChildren(
-        ...(body.jobs.length ? body.jobs.map(jobRow) : [el("tr", {}, el("td", { colspan: 9 }, "no instance declares a job yet"))]));
+        ...(body.jobs.length ? body.jobs.map(jobRow) : [el("tr", {}, el("td", { colspan: 10 }, "no instance declares a job yet"))]));
       const leases = body.jobs.flatMap((job) => job.leases);
       document.querySelector("#leases tbody").replaceChildren(
         ...(leases.length ? leases.map(leaseRow) : [el("tr", {}, el("td", { colspan: 6 }, "no active leases"))]));
+      document.querySelector("#members tbody").replaceChildren(...memberRows(body.members, body.now));
       document.getElementById("updated").textContent = "store time " + iso(body.now);
       document.body.dataset.loaded = "true";
       if (readFailed) showError("");
