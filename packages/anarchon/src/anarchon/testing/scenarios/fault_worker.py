@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import signal
 import sqlite3
 import time
@@ -37,6 +38,9 @@ __all__ = ["HANDLERS", "main"]
 
 HANDLERS = ("plain", "guarded", "naive", "blocking")
 TICK_MS = 100
+
+STOP_DUMP_AFTER_S = 25.0
+"""A worker still stopping after this long prints every thread's stack to stderr."""
 
 
 def _wall_ms() -> int:
@@ -142,8 +146,11 @@ async def _work(args: argparse.Namespace, out: TextIO) -> None:
             out.write(f"start {_wall_ms()}\n")
             await stop.wait()
             out.write(f"stopping {_wall_ms()}\n")
+            # A stop that hangs shows where, on stderr (the scenario waits 40 s for the exit).
+            faulthandler.dump_traceback_later(STOP_DUMP_AFTER_S)
     finally:
         await backend.close()
+    faulthandler.cancel_dump_traceback_later()
     out.write(f"stopped {_wall_ms()}\n")
 
 
