@@ -71,3 +71,27 @@ async def test_gather_or_cancel_cancels_and_awaits_the_others_when_one_fails() -
         await gather_or_cancel(slow(), fails(), slow())
     assert ended == ["cancelled", "cancelled"]
     assert await gather_or_cancel(asyncio.sleep(0, 1), asyncio.sleep(0, 2)) == [1, 2]
+
+
+async def test_cancel_loops_ends_a_loop_that_lost_its_cancellation() -> None:
+    """A loop whose cancellation a driver swallowed (it returned instead) still ends at stop."""
+    swallowed: list[int] = []
+
+    async def driver_call() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            swallowed.append(1)  # the reply came as the cancellation did: returned
+
+    async def loop() -> None:
+        while True:
+            if not swallowed:
+                await driver_call()
+            await asyncio.sleep(0.01)
+
+    tasks = TaskSet()
+    task = tasks.spawn_loop(loop(), "anarchon-test-loop")
+    await asyncio.sleep(0.01)
+    await asyncio.wait_for(tasks.cancel_loops(), 5)
+    assert swallowed == [1]
+    assert task.cancelled()

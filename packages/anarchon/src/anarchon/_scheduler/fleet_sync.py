@@ -21,13 +21,13 @@ set of drifting jobs changes, and one line when it ends; each job's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 
 from anarchon._scheduler.store_retry import StorePolicy
+from anarchon._scheduler.tasks import cancel_until_done
 from anarchon.backend.base import Backend
 from anarchon.clock import Clock
 from anarchon.errors import AnarchonError, UnsupportedError
@@ -239,10 +239,8 @@ class FleetSync:
     async def close(self) -> None:
         """Wait out a refresh of the controls still in flight (at stop)."""
         refresh, self._refresh = self._refresh, None
-        if refresh is not None and not refresh.done():
-            refresh.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresh
+        if refresh is not None:
+            await cancel_until_done([refresh])
 
     async def _read_controls(self) -> bool:
         """One read of the controls: True if it succeeded (or the backend has none)."""

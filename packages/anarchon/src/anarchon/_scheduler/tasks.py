@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["TaskSet", "gather_or_cancel"]
+__all__ = ["TaskSet", "cancel_until_done", "gather_or_cancel"]
 
 T = TypeVar("T")
+
+RECANCEL_S = 0.1
+"""How often :func:`cancel_until_done` cancels again a task that has not ended."""
 
 
 async def gather_or_cancel(*awaitables: Awaitable[T]) -> list[T]:
@@ -26,6 +29,22 @@ async def gather_or_cancel(*awaitables: Awaitable[T]) -> list[T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+async def cancel_until_done(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait for them to end, cancelling again until each has.
+
+    A cancellation can be lost below us: a store driver that is cancelled as
+    its reply arrives may return the reply instead of raising (seen with
+    redis-py on Python 3.11). A loop that lost it would go on for ever and a
+    plain ``gather`` would wait for it for ever; the next cancellation lands
+    at the loop's next wait.
+    """
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _done, pending = await asyncio.wait(pending, timeout=RECANCEL_S)
 
 
 class TaskSet:
@@ -69,7 +88,7 @@ class TaskSet:
         """Cancel the loops named (all without names) and wait for them to end."""
         chosen = list(self._loops) if not names else [n for n in names if n in self._loops]
         loops = [self._loops.pop(name) for name in chosen]
-        for task in loops:
-            task.cancel()
-        if loops:
-            await asyncio.gather(*loops, return_exceptions=True)
+        await cancel_until_done(loops)
+        for task in loops:  # retrieved, so none is logged as never retrieved
+            if not task.cancelled():
+                task.exception()

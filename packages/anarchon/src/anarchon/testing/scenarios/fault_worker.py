@@ -24,6 +24,7 @@ import asyncio
 import faulthandler
 import signal
 import sqlite3
+import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
@@ -140,6 +141,7 @@ async def _work(args: argparse.Namespace, out: TextIO) -> None:
         )
         scheduler.every(args.job, every, handler, jitter=0, overlap=True, max_attempts=3, **late)
     stop = asyncio.Event()
+    watchdog: asyncio.Future[None] | None = None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     try:
         async with scheduler:
@@ -148,10 +150,22 @@ async def _work(args: argparse.Namespace, out: TextIO) -> None:
             out.write(f"stopping {_wall_ms()}\n")
             # A stop that hangs shows where, on stderr (the scenario waits 40 s for the exit).
             faulthandler.dump_traceback_later(STOP_DUMP_AFTER_S)
+            watchdog = asyncio.ensure_future(_print_tasks_after(STOP_DUMP_AFTER_S))
     finally:
         await backend.close()
     faulthandler.cancel_dump_traceback_later()
+    if watchdog is not None:
+        watchdog.cancel()
     out.write(f"stopped {_wall_ms()}\n")
+
+
+async def _print_tasks_after(delay_s: float) -> None:
+    """Every task's stack on stderr after ``delay_s`` (where a hanging stop waits)."""
+    await asyncio.sleep(delay_s)
+    for task in asyncio.all_tasks():
+        print(f"--- task {task.get_name()}", file=sys.stderr)
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
