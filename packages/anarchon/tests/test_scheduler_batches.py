@@ -224,7 +224,9 @@ async def test_claims_waiting_behind_the_bound_are_not_sent_once_stop_begins() -
     scheduler = Scheduler(backend, instance_id="stopper", max_in_flight=1, claim_ahead=0)
     scheduler.on("handed_over", handed.append)
     for n in range(3 * CHUNK):
-        scheduler.every(f"job-{n}", "1s", _noop, jitter=0)
+        # One slot per job, whatever the load: with a short interval a slow first wake-up
+        # finds a job's next slot due too, answered "overlap" and not handed over.
+        scheduler.cron(f"job-{n}", DUE, _noop, jitter=0, max_late="2h")
     await scheduler.start()
     await _until(lambda: probe.claiming == 1, timeout=5)
     await scheduler.stop()
